@@ -1,0 +1,153 @@
+/*
+ * Every setting of the stack, declared once in agg_conf_table (conf/agg_conf_table.c).
+ * Values are resolved in the order default < libconfig file < environment
+ * < command line; each value remembers where it came from.
+ */
+#ifndef AGG_CONF_H
+#define AGG_CONF_H
+
+#include <stdio.h>
+#include "agg/status.h"
+
+typedef enum agg_conf_id {
+    /* shared by every part */
+    AGG_CONF_LOG_LEVEL,            /* SHARP_COLL_LOG_LEVEL */
+    AGG_CONF_AM_ADDR,              /* AGG_AM_ADDR host:port of aggmgr */
+    AGG_CONF_CONNECT_TIMEOUT_MS,   /* AGG_CONNECT_TIMEOUT_MS */
+    AGG_CONF_SPIN_COUNT,           /* AGG_SPIN_COUNT polls before a waiter sleeps */
+    /* client library (libsharp_coll role) */
+    AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST, /* SHARP_COLL_JOB_QUOTA_PAYLOAD_PER_OST */
+    AGG_CONF_JOB_QUOTA_OSTS,       /* SHARP_COLL_JOB_QUOTA_OSTS */
+    AGG_CONF_JOB_QUOTA_MAX_GROUPS, /* SHARP_COLL_JOB_QUOTA_MAX_GROUPS */
+    AGG_CONF_OSTS_PER_GROUP,       /* SHARP_COLL_OSTS_PER_GROUP */
+    AGG_CONF_ENABLE_SAT,           /* SHARP_COLL_ENABLE_SAT */
+    AGG_CONF_SAT_THRESHOLD,        /* SHARP_COLL_SAT_THRESHOLD */
+    AGG_CONF_COLL_TIMEOUT_MS,      /* AGG_COLL_TIMEOUT_MS */
+    /* hcoll_shim (HCOLL role) */
+    AGG_CONF_HCOLL_ENABLE_SHARP,   /* HCOLL_ENABLE_SHARP 0..4 */
+    AGG_CONF_HCOLL_SHARP_NP,       /* HCOLL_SHARP_NP */
+    AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX, /* HCOLL_ALLREDUCE_SHARP_MAX, 0 = no limit */
+    /* aggmgr */
+    AGG_CONF_AM_TOPOLOGY,          /* AGG_AM_TOPOLOGY ibnetdiscover file, "" = built-in fat tree */
+    AGG_CONF_AM_FAT_TREE_LEAVES,
+    AGG_CONF_AM_FAT_TREE_SPINES,
+    AGG_CONF_AM_FAT_TREE_HOSTS_PER_LEAF,
+    AGG_CONF_AM_MAX_JOBS,
+    AGG_CONF_AM_LLT_QUOTA_PERCENT, /* share of each AN a job gets by default */
+    AGG_CONF_AN_OSTS,              /* OSTs per aggregation node */
+    AGG_CONF_AN_PAYLOAD_PER_OST,   /* default (and largest) payload per OST of an AN */
+    AGG_CONF_AN_MAX_GROUPS,        /* groups per aggregation node */
+    AGG_CONF__COUNT
+} agg_conf_id_t;
+
+typedef enum agg_conf_type {
+    AGG_CONF_T_INT,    /* integer with [min, max]; optionally 0 allowed besides */
+    AGG_CONF_T_BOOL,   /* 0/1, also accepts y/n, yes/no, true/false, on/off */
+    AGG_CONF_T_STRING, /* free text */
+    AGG_CONF_T_ADDR,   /* host:port, port 0..65535 */
+} agg_conf_type_t;
+
+/* Which programs read a setting (a bit mask); the dump groups by it. */
+enum {
+    AGG_CONF_SCOPE_CLIENT  = 1u << 0,
+    AGG_CONF_SCOPE_SHIM    = 1u << 1,
+    AGG_CONF_SCOPE_MANAGER = 1u << 2,
+    AGG_CONF_SCOPE_SIM     = 1u << 3,
+    AGG_CONF_SCOPE_ALL     = 0xfu,
+};
+
+enum {
+    AGG_CONF_F_RELOADABLE = 1u << 0, /* takes effect on SIGHUP in the daemons */
+    AGG_CONF_F_ZERO_OK    = 1u << 1, /* 0 ("default") allowed outside [min, max] */
+};
+
+typedef struct agg_conf_row {
+    agg_conf_id_t   id;
+    const char     *key;        /* name in libconfig files, e.g. "log_level" */
+    const char     *env[3];     /* environment names, NULL-terminated */
+    const char     *defval;     /* default, as a string */
+    agg_conf_type_t type;
+    long long       min, max;   /* for AGG_CONF_T_INT */
+    unsigned        scope;
+    unsigned        flags;
+    const char     *doc;
+} agg_conf_row_t;
+
+extern const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT];
+
+typedef enum agg_conf_source {
+    AGG_CONF_SRC_DEFAULT,
+    AGG_CONF_SRC_FILE,
+    AGG_CONF_SRC_ENV,
+    AGG_CONF_SRC_CMDLINE,
+} agg_conf_source_t;
+
+typedef struct agg_conf_value {
+    long long         i;          /* INT and BOOL */
+    char              s[256];     /* STRING and ADDR, and the text of every value */
+    agg_conf_source_t source;
+    char              where[256]; /* "file.conf:12", "env SHARP_COLL_LOG_LEVEL", ... */
+} agg_conf_value_t;
+
+typedef struct agg_conf {
+    agg_conf_value_t v[AGG_CONF__COUNT];
+} agg_conf_t;
+
+/* Fills every value with its default. Cannot fail: the table's defaults are tested. */
+void agg_conf_init(agg_conf_t *conf);
+
+/*
+ * Reads a libconfig file over the current values. Unknown keys, wrong types
+ * and out-of-range values fail; err receives "FILE:LINE: what was expected".
+ */
+agg_status_t agg_conf_load_file(agg_conf_t *conf, const char *path, char *err,
+                                 size_t errlen);
+
+/*
+ * Applies the environment (envp: NULL-terminated "NAME=value" strings, e.g.
+ * environ) over the current values. An invalid value fails with err naming
+ * the variable, the value and what was expected.
+ */
+agg_status_t agg_conf_load_env(agg_conf_t *conf, char *const *envp, char *err,
+                                size_t errlen);
+
+/* Sets one value from text (e.g. a command-line flag); validates like the others. */
+agg_status_t agg_conf_set(agg_conf_t *conf, agg_conf_id_t id, const char *text,
+                          agg_conf_source_t source, const char *where,
+                          char *err, size_t errlen);
+
+/*
+ * The usual sequence for a program: defaults, then the file named by
+ * `path` or, when path is NULL, by $AGG_CONFIG_FILE if set, then the
+ * environment.
+ */
+agg_status_t agg_conf_load(agg_conf_t *conf, const char *path, char *const *envp,
+                           char *err, size_t errlen);
+
+long long   agg_conf_int(const agg_conf_t *conf, agg_conf_id_t id);
+const char *agg_conf_str(const agg_conf_t *conf, agg_conf_id_t id);
+
+/* The row of a key or an environment name; NULL if none. */
+const agg_conf_row_t *agg_conf_find_key(const char *key);
+const agg_conf_row_t *agg_conf_find_env(const char *name);
+
+/*
+ * For every variable in envp that starts with SHARP_COLL_, HCOLL_ or AGG_ and
+ * is not declared (AGG_CONFIG_FILE is known), calls warn() once with a
+ * message such as: "unknown variable SHARP_COLL_LOG_LEVLE=3 ignored; did you
+ * mean SHARP_COLL_LOG_LEVEL?". Returns how many were unknown.
+ */
+int agg_conf_check_env(char *const *envp, void (*warn)(const char *msg, void *arg),
+                       void *arg);
+
+/*
+ * Prints every setting of the given scopes: key, environment names, current
+ * value, where it came from, and its doc (with range and default).
+ */
+void agg_conf_dump(const agg_conf_t *conf, unsigned scope_mask, FILE *out);
+
+/* Splits an AGG_CONF_T_ADDR value into host (NUL-terminated) and port. */
+agg_status_t agg_conf_addr_split(const char *addr, char *host, size_t hostlen,
+                                 int *port);
+
+#endif
