@@ -39,8 +39,9 @@ agg_status_t aggmgr_tree_build(const aggmgr_topo_t *topo, const int *ca_idx,
 
 /*
  * The subtree of `tree` that serves only the HCAs sel[0..n) (indices into
- * tree->hca_leaf): branches with none of them are pruned, and a root left
- * with a single child is kept (the root reduces for the whole group).
+ * tree->hca_leaf): branches with none of them are pruned, then the root moves
+ * down while it has a single child and no selected HCA of its own, so a group
+ * under one leaf switch is a one-node tree.
  * sub->hca_leaf has n entries, in the order of sel.
  */
 agg_status_t aggmgr_tree_prune(const aggmgr_tree_t *tree, const int *sel, int n,
