@@ -1,0 +1,283 @@
+#include "agg/sock.h"
+#include "agg/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t agg_time_ms(void)
+{
+    return (int64_t)(agg_time_ns() / 1000000u);
+}
+
+uint64_t agg_time_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static agg_status_t agg__sock_resolve(const char *host, int port,
+                                      struct sockaddr_storage *ss, socklen_t *len)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    char portstr[16];
+    int rc;
+
+    hints.ai_family   = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags    = AI_NUMERICSERV;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        agg_debug("cannot resolve %s: %s", host, gai_strerror(rc));
+        return AGG_ERR_INVALID_PARAM;
+    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return AGG_OK;
+}
+
+agg_status_t agg_sock_listen(const char *host, int port, int *fd_out, int *bound_port)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fd, one = 1;
+
+    if (agg__sock_resolve(host, port, &ss, &len) != AGG_OK) {
+        agg_error("cannot resolve listen address %s:%d", host, port);
+        return AGG_ERR_INVALID_PARAM;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        agg_error("socket() failed: %s", strerror(errno));
+        return AGG_ERR_IO;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0) {
+        agg_debug("bind(%s:%d) failed: %s", host, port, strerror(errno));
+        close(fd);
+        return errno == EADDRINUSE ? AGG_ERR_IO : AGG_ERR_INVALID_PARAM;
+    }
+    if (listen(fd, 128) != 0) {
+        agg_error("listen(%s:%d) failed: %s", host, port, strerror(errno));
+        close(fd);
+        return AGG_ERR_IO;
+    }
+    len = sizeof(ss);
+    getsockname(fd, (struct sockaddr *)&ss, &len);
+    if (bound_port != NULL) {
+        *bound_port = ntohs(ss.ss_family == AF_INET6 ?
+                            ((struct sockaddr_in6 *)&ss)->sin6_port :
+                            ((struct sockaddr_in *)&ss)->sin_port);
+    }
+    *fd_out = fd;
+    return AGG_OK;
+}
+
+agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *fd_out)
+{
+    struct sockaddr_storage ss;
+    struct pollfd pfd;
+    socklen_t len;
+    int fd, err = 0, one = 1, flags;
+    socklen_t errlen = sizeof(err);
+
+    if (agg__sock_resolve(host, port, &ss, &len) != AGG_OK) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return AGG_ERR_IO;
+    }
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+        if (errno != EINPROGRESS) {
+            goto err_close;
+        }
+        pfd.fd     = fd;
+        pfd.events = POLLOUT;
+        if (poll(&pfd, 1, timeout_ms) <= 0) {
+            close(fd);
+            return AGG_ERR_TIMEOUT;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &errlen) != 0 || err != 0) {
+            errno = err;
+            goto err_close;
+        }
+    }
+    flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    *fd_out = fd;
+    return AGG_OK;
+
+err_close:
+    close(fd);
+    return AGG_ERR_SESSION_INIT;
+}
+
+static agg_status_t agg__sock_wait(int fd, short events, int64_t deadline)
+{
+    struct pollfd pfd = {.fd = fd, .events = events};
+    int64_t left;
+    int rc;
+
+    for (;;) {
+        left = deadline - agg_time_ms();
+        if (left < 0) {
+            return AGG_ERR_TIMEOUT;
+        }
+        rc = poll(&pfd, 1, (int)left);
+        if (rc > 0) {
+            return AGG_OK;
+        }
+        if (rc == 0) {
+            return AGG_ERR_TIMEOUT;
+        }
+        if (errno != EINTR) {
+            return AGG_ERR_IO;
+        }
+    }
+}
+
+agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms)
+{
+    const uint8_t *p = buf;
+    int64_t deadline = agg_time_ms() + timeout_ms;
+    agg_status_t st;
+    ssize_t n;
+
+    while (len > 0) {
+        n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            st = agg__sock_wait(fd, POLLOUT, deadline);
+            if (st != AGG_OK) {
+                return st;
+            }
+            continue;
+        }
+        return AGG_ERR_IO;
+    }
+    return AGG_OK;
+}
+
+agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms)
+{
+    uint8_t *p = buf;
+    int64_t deadline = agg_time_ms() + timeout_ms;
+    agg_status_t st;
+    ssize_t n;
+
+    while (len > 0) {
+        n = recv(fd, p, len, MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            return AGG_ERR_IO; /* peer closed */
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            st = agg__sock_wait(fd, POLLIN, deadline);
+            if (st != AGG_OK) {
+                return st;
+            }
+            continue;
+        }
+        return AGG_ERR_IO;
+    }
+    return AGG_OK;
+}
+
+agg_status_t agg_msg_send(int fd, uint16_t type, uint32_t txid, const void *body,
+                          size_t len, int timeout_ms)
+{
+    agg_msg_hdr_t hdr;
+    agg_status_t st;
+
+    if (len > AGG_WIRE_MAX_BODY) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    agg_wire_hdr_encode(&hdr, type, (uint32_t)len, txid);
+    st = agg_sock_send_all(fd, &hdr, sizeof(hdr), timeout_ms);
+    if (st == AGG_OK && len > 0) {
+        st = agg_sock_send_all(fd, body, len, timeout_ms);
+    }
+    return st;
+}
+
+agg_status_t agg_msg_recv(int fd, agg_msg_hdr_t *hdr, void *body, size_t cap,
+                          int timeout_ms)
+{
+    agg_status_t st;
+
+    st = agg_sock_recv_all(fd, hdr, sizeof(*hdr), timeout_ms);
+    if (st != AGG_OK) {
+        return st;
+    }
+    st = agg_wire_hdr_decode(hdr);
+    if (st != AGG_OK) {
+        return st;
+    }
+    if (hdr->length > cap) {
+        return AGG_ERR_PROTOCOL;
+    }
+    if (hdr->length > 0) {
+        st = agg_sock_recv_all(fd, body, hdr->length, timeout_ms);
+    }
+    return st;
+}
+
+agg_status_t agg_msg_call(int fd, uint16_t type, const void *body, size_t len,
+                          uint16_t reply_type, void *reply, size_t cap,
+                          size_t *reply_len, int timeout_ms)
+{
+    static uint32_t next_txid = 1;
+    uint32_t txid = __atomic_fetch_add(&next_txid, 1, __ATOMIC_RELAXED);
+    agg_msg_hdr_t hdr;
+    agg_status_t st;
+
+    st = agg_msg_send(fd, type, txid, body, len, timeout_ms);
+    if (st != AGG_OK) {
+        return st;
+    }
+    st = agg_msg_recv(fd, &hdr, reply, cap, timeout_ms);
+    if (st != AGG_OK) {
+        return st;
+    }
+    if (hdr.txid != txid || (hdr.type != reply_type && hdr.type != AGG_MSG_ERROR_REPLY)) {
+        agg_error("expected %s (txid %u), received %s (txid %u)",
+                  agg_msg_type_name(reply_type), txid, agg_msg_type_name(hdr.type),
+                  hdr.txid);
+        return AGG_ERR_PROTOCOL;
+    }
+    if (hdr.length < sizeof(int32_t)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    *reply_len = hdr.length;
+    return AGG_OK;
+}

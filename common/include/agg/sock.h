@@ -1,0 +1,46 @@
+/*
+ * TCP helpers for the control plane. Every call that waits takes a timeout
+ * in milliseconds and fails with AGG_ERR_TIMEOUT rather than block forever.
+ */
+#ifndef AGG_SOCK_H
+#define AGG_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "agg/status.h"
+#include "agg/wire.h"
+
+/* Listens on host:port (port 0 picks one); *bound_port gets the real port. */
+agg_status_t agg_sock_listen(const char *host, int port, int *fd, int *bound_port);
+
+/* Connects to host:port within timeout_ms. */
+agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *fd);
+
+agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms);
+agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms);
+
+/* Sends a header and a body that is already in wire order. */
+agg_status_t agg_msg_send(int fd, uint16_t type, uint32_t txid, const void *body,
+                          size_t len, int timeout_ms);
+
+/*
+ * Receives one message. The body (at most `cap` bytes, else AGG_ERR_PROTOCOL
+ * and the connection should be dropped) is left in wire order in `body`;
+ * hdr is decoded to host order.
+ */
+agg_status_t agg_msg_recv(int fd, agg_msg_hdr_t *hdr, void *body, size_t cap,
+                          int timeout_ms);
+
+/*
+ * Sends a request and waits for the reply of type `reply_type` with the same
+ * txid. On success *reply_len holds the body length (wire order left as is).
+ */
+agg_status_t agg_msg_call(int fd, uint16_t type, const void *body, size_t len,
+                          uint16_t reply_type, void *reply, size_t cap,
+                          size_t *reply_len, int timeout_ms);
+
+/* Monotonic clock in milliseconds and nanoseconds. */
+int64_t agg_time_ms(void);
+uint64_t agg_time_ns(void);
+
+#endif
