@@ -39,7 +39,16 @@ typedef enum agg_op {
     AGG_OP__COUNT
 } agg_op_t;
 
-/* inout[i] = inout[i] OP in[i] for i < count. The buffers must not overlap. */
+/*
+ * inout[i] = inout[i] OP in[i] for i < count. The buffers must not overlap and
+ * should be aligned to the element size.
+ *
+ * Integers: sum and prod wrap modulo 2^N (two's complement for signed types);
+ * min/max compare as the type's signedness; land/lor/lxor give 0 or 1.
+ * Floating point: min/max return NaN when either operand is NaN (unlike
+ * fmin/fmax); between -0 and +0 either may be returned. float16 and bfloat16
+ * are widened to float, combined, and rounded back per element.
+ */
 typedef void (*agg_reduce_fn_t)(void *restrict inout, const void *restrict in,
                                 size_t count);
 
@@ -54,8 +63,8 @@ const char *agg_op_name(int op);
 
 /*
  * The reduction function for a datatype and operation, or NULL when the
- * combination is not supported (bitwise ops on floating point, or values out
- * of range). Look it up once per operation, not per fragment.
+ * combination is not supported (bitwise and logical ops on floating point, or
+ * values out of range). Look it up once per operation, not per fragment.
  */
 agg_reduce_fn_t agg_reduce_fn(int dtype, int op);
 
