@@ -99,27 +99,36 @@ void agg_conf_init(agg_conf_t *conf);
 /*
  * Reads a libconfig file over the current values. Unknown keys, wrong types
  * and out-of-range values fail; err receives "FILE:LINE: what was expected".
+ * Returns AGG_ERR_IO (cannot open), AGG_ERR_PARSE (syntax) or AGG_ERR_CONFIG
+ * (a bad setting); on any error conf is left unchanged.
  */
 agg_status_t agg_conf_load_file(agg_conf_t *conf, const char *path, char *err,
                                  size_t errlen);
 
 /*
  * Applies the environment (envp: NULL-terminated "NAME=value" strings, e.g.
- * environ) over the current values. An invalid value fails with err naming
- * the variable, the value and what was expected.
+ * environ; NULL means environ) over the current values. An invalid value
+ * fails with AGG_ERR_CONFIG and err naming the variable, the value and what
+ * was expected; conf is then left unchanged.
  */
 agg_status_t agg_conf_load_env(agg_conf_t *conf, char *const *envp, char *err,
                                 size_t errlen);
 
-/* Sets one value from text (e.g. a command-line flag); validates like the others. */
+/*
+ * Sets one value from text (e.g. a command-line flag); validates like the
+ * others. where (e.g. "--listen") is recorded in value.where; NULL records the
+ * source's name. Returns AGG_ERR_CONFIG for invalid text (conf unchanged),
+ * AGG_ERR_INVALID_PARAM for an unknown id.
+ */
 agg_status_t agg_conf_set(agg_conf_t *conf, agg_conf_id_t id, const char *text,
                           agg_conf_source_t source, const char *where,
                           char *err, size_t errlen);
 
 /*
  * The usual sequence for a program: defaults, then the file named by
- * `path` or, when path is NULL, by $AGG_CONFIG_FILE if set, then the
- * environment.
+ * `path` or, when path is NULL, by AGG_CONFIG_FILE in envp if set and not
+ * empty, then the environment (envp, NULL meaning environ). conf is replaced
+ * only when everything was valid.
  */
 agg_status_t agg_conf_load(agg_conf_t *conf, const char *path, char *const *envp,
                            char *err, size_t errlen);
@@ -135,7 +144,8 @@ const agg_conf_row_t *agg_conf_find_env(const char *name);
  * For every variable in envp that starts with SHARP_COLL_, HCOLL_ or AGG_ and
  * is not declared (AGG_CONFIG_FILE is known), calls warn() once with a
  * message such as: "unknown variable SHARP_COLL_LOG_LEVLE=3 ignored; did you
- * mean SHARP_COLL_LOG_LEVEL?". Returns how many were unknown.
+ * mean SHARP_COLL_LOG_LEVEL?". envp NULL means environ; warn NULL logs the
+ * message with agg_warn(). Returns how many were unknown.
  */
 int agg_conf_check_env(char *const *envp, void (*warn)(const char *msg, void *arg),
                        void *arg);
@@ -146,7 +156,12 @@ int agg_conf_check_env(char *const *envp, void (*warn)(const char *msg, void *ar
  */
 void agg_conf_dump(const agg_conf_t *conf, unsigned scope_mask, FILE *out);
 
-/* Splits an AGG_CONF_T_ADDR value into host (NUL-terminated) and port. */
+/*
+ * Splits an AGG_CONF_T_ADDR value ("host:port" or "[v6addr]:port") into host
+ * (NUL-terminated, without brackets) and port. Returns AGG_ERR_PARSE for a
+ * malformed address, AGG_ERR_INVALID_PARAM when host does not fit in hostlen;
+ * outputs are written only on success.
+ */
 agg_status_t agg_conf_addr_split(const char *addr, char *host, size_t hostlen,
                                  int *port);
 
