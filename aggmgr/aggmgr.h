@@ -1,0 +1,125 @@
+/*
+ * aggmgr: the aggregation manager. Owns the topology, the trees, every
+ * resource count of every aggregation node, and the jobs and groups that use
+ * them. It is never on the data path.
+ */
+#ifndef AGGMGR_H
+#define AGGMGR_H
+
+#include <stdint.h>
+#include "agg/conf.h"
+#include "agg/wire.h"
+#include "aggmgr_topo.h"
+#include "aggmgr_tree.h"
+
+#define AGGMGR_MAX_CONNS 1024
+
+typedef struct aggmgr_conn {
+    int      fd;
+    uint32_t kind;   /* agg_peer_kind_t once known, 0 before */
+    uint32_t pid;
+    char     host[AGG_WIRE_NAME_LEN];
+} aggmgr_conn_t;
+
+/* Resources of one aggregation node (a switch). */
+typedef struct aggmgr_an {
+    uint32_t osts_cap, osts_used;     /* reserved by jobs */
+    uint32_t groups_cap, groups_used; /* reserved by jobs */
+    unsigned trees_rooted;            /* for balancing roots across trees */
+} aggmgr_an_t;
+
+typedef struct aggmgr_group {
+    uint32_t        id;
+    uint32_t        osts;
+    int             owner_fd;
+    aggmgr_tree_t   tree;
+    char            shm_name[AGG_WIRE_NAME_LEN];
+    struct aggmgr_group *next;
+} aggmgr_group_t;
+
+typedef struct aggmgr_job {
+    uint32_t        id;
+    uint64_t        key;
+    int             owner_fd;
+    uint32_t        world_size;
+    uint32_t        osts;             /* reserved on every node of the tree */
+    uint32_t        osts_used;        /* by its groups */
+    uint32_t        max_groups;
+    uint32_t        num_groups;
+    uint32_t        payload_per_ost;
+    uint32_t        osts_per_group;
+    int            *cas;              /* world rank -> index into topo.cas */
+    aggmgr_tree_t   tree;
+    uint32_t        tree_id;
+    aggmgr_group_t *groups;
+    struct aggmgr_job *next;
+} aggmgr_job_t;
+
+typedef struct aggmgr_sim {
+    int      fd;                      /* -1 when none is registered */
+    uint32_t id;
+    uint32_t pid;
+    uint32_t an_osts, an_payload_per_ost, an_max_groups;
+    char     host[AGG_WIRE_NAME_LEN];
+    char     bell_shm[AGG_WIRE_NAME_LEN];
+} aggmgr_sim_t;
+
+typedef struct aggmgr {
+    agg_conf_t     conf;
+    const char    *config_path;
+    aggmgr_topo_t  topo;
+    aggmgr_an_t   *ans;               /* per topo node (only switches used) */
+    uint8_t       *ca_busy;           /* per entry of topo.cas */
+    int            listen_fd;
+    char           listen_addr[280];
+    aggmgr_conn_t  conns[AGGMGR_MAX_CONNS];
+    int            num_conns;
+    aggmgr_sim_t   sim;
+    uint32_t       next_sim_id;
+    aggmgr_job_t  *jobs;
+    uint32_t       num_jobs;
+    uint32_t       next_job_id;
+    uint32_t       next_group_id;
+    uint32_t       next_tree_id;
+} aggmgr_t;
+
+/* ---- jobs and groups (aggmgr_job.c) ---- */
+
+void aggmgr_resources_init(aggmgr_t *am);
+
+agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
+                               const agg_msg_job_create_t *req,
+                               agg_msg_job_create_reply_t *rep);
+agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
+
+/*
+ * Creates a group of `n` world ranks of a job on the job's tree and has
+ * switchsim configure it. On success fills rep and leaf_guids[n].
+ */
+agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, uint32_t job_id,
+                                 const uint32_t *world_ranks, uint32_t n,
+                                 uint32_t osts, agg_msg_group_create_reply_t *rep,
+                                 uint64_t *leaf_guids);
+agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id);
+
+/* Drops every job and group owned by a closed connection. */
+void aggmgr_conn_release(aggmgr_t *am, int fd);
+
+/* The switchsim went away: its groups are gone with it. */
+void aggmgr_sim_lost(aggmgr_t *am);
+
+/* ---- the control server (aggmgr_server.c) ---- */
+
+agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port);
+
+/* Runs until *stop becomes non-zero; reloads settings when *reload is set. */
+agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload);
+
+void aggmgr_server_close(aggmgr_t *am);
+
+/* Synchronous request to the registered switchsim. */
+agg_status_t aggmgr_sim_call(aggmgr_t *am, uint16_t type, const void *body, size_t len,
+                             uint16_t reply_type, void *reply, size_t cap,
+                             size_t *reply_len);
+
+#endif

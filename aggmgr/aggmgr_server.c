@@ -1,0 +1,427 @@
+/*
+ * The control server: one poll() loop over the listening socket and every
+ * peer. Requests are small and answered at once; a peer that sends a
+ * malformed message gets an error reply and is disconnected.
+ */
+#include "aggmgr.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agg/log.h"
+#include "agg/sock.h"
+
+#define AGGMGR_IO_TIMEOUT_MS  2000
+#define AGGMGR_SIM_TIMEOUT_MS 5000
+
+extern char **environ;
+
+agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
+{
+    const char *addr = agg_conf_str(&am->conf, AGG_CONF_AM_ADDR);
+    char host[256];
+    int port;
+    agg_status_t st;
+
+    st = agg_conf_addr_split(addr, host, sizeof(host), &port);
+    if (st != AGG_OK) {
+        agg_error("bad listen address '%s'", addr);
+        return st;
+    }
+    st = agg_sock_listen(host, port, &am->listen_fd, bound_port);
+    if (st != AGG_OK) {
+        agg_error("cannot listen on %s: %s", addr,
+                  st == AGG_ERR_IO ? "address in use" : "address not usable here");
+        return st;
+    }
+    snprintf(am->listen_addr, sizeof(am->listen_addr), "%s:%d", host, *bound_port);
+    return AGG_OK;
+}
+
+agg_status_t aggmgr_sim_call(aggmgr_t *am, uint16_t type, const void *body, size_t len,
+                             uint16_t reply_type, void *reply, size_t cap,
+                             size_t *reply_len)
+{
+    agg_status_t st;
+
+    if (am->sim.fd < 0) {
+        return AGG_ERR_NO_SWITCHSIM;
+    }
+    st = agg_msg_call(am->sim.fd, type, body, len, reply_type, reply, cap, reply_len,
+                      AGGMGR_SIM_TIMEOUT_MS);
+    if (st != AGG_OK) {
+        agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(type), am->sim.id,
+                  agg_status_string(st));
+    }
+    return st;
+}
+
+static agg_status_t aggmgr__reply(aggmgr_conn_t *c, uint16_t type, uint32_t txid,
+                                  const void *body, size_t len)
+{
+    return agg_msg_send(c->fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
+}
+
+static agg_status_t aggmgr__reply_status(aggmgr_conn_t *c, uint16_t type, uint32_t txid,
+                                         agg_status_t status)
+{
+    agg_msg_status_t rep = {.status = status};
+
+    agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+    return aggmgr__reply(c, type, txid, &rep, sizeof(rep));
+}
+
+static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
+                                            uint32_t txid, uint8_t *body, size_t len)
+{
+    agg_msg_sim_register_t *reg = (agg_msg_sim_register_t *)body;
+    agg_msg_sim_register_reply_t *rep;
+    agg_wire_switch_t *sw;
+    size_t rep_len;
+    agg_status_t st;
+    int i, k;
+
+    if (len != sizeof(*reg)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    agg_wire_swap(reg, AGG_FMT_SIM_REGISTER, 1);
+    reg->host[sizeof(reg->host) - 1]         = '\0';
+    reg->bell_shm[sizeof(reg->bell_shm) - 1] = '\0';
+    if (am->sim.fd >= 0) {
+        agg_error("switchsim pid %u on %s refused: switchsim %u (pid %u) already hosts "
+                  "every switch; splitting a fabric across switchsim processes is not "
+                  "supported yet", reg->pid, reg->host, am->sim.id, am->sim.pid);
+        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid,
+                                    AGG_ERR_NOT_SUPPORTED);
+    }
+    if (reg->an_payload_per_ost < (uint32_t)agg_conf_int(&am->conf,
+                                                         AGG_CONF_AN_PAYLOAD_PER_OST)) {
+        agg_error("switchsim pid %u offers %u bytes per OST, the manager is set for %lld",
+                  reg->pid, reg->an_payload_per_ost,
+                  agg_conf_int(&am->conf, AGG_CONF_AN_PAYLOAD_PER_OST));
+        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_CONFIG);
+    }
+    rep_len = sizeof(*rep) + (size_t)am->topo.num_switches * sizeof(*sw);
+    rep     = calloc(1, rep_len);
+    if (rep == NULL) {
+        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid,
+                                    AGG_ERR_NO_MEMORY);
+    }
+    sw = (agg_wire_switch_t *)(rep + 1);
+    for (i = 0, k = 0; i < am->topo.num_nodes; ++i) {
+        if (am->topo.nodes[i].type == AGGMGR_NODE_SWITCH) {
+            sw[k].guid = am->topo.nodes[i].guid;
+            snprintf(sw[k].desc, sizeof(sw[k].desc), "%.*s", (int)sizeof(sw[k].desc) - 1,
+                     am->topo.nodes[i].desc);
+            ++k;
+        }
+    }
+    rep->status       = AGG_OK;
+    rep->sim_id       = ++am->next_sim_id;
+    rep->num_switches = (uint32_t)k;
+    agg_wire_swap(rep, AGG_FMT_SIM_REGISTER_REPLY, 1);
+    agg_wire_swap(sw, AGG_FMT_SWITCH, (size_t)k);
+    st = aggmgr__reply(c, AGG_MSG_SIM_REGISTER_REPLY, txid, rep, rep_len);
+    free(rep);
+    if (st != AGG_OK) {
+        return st;
+    }
+    c->kind                   = AGG_PEER_SIM;
+    c->pid                    = reg->pid;
+    am->sim.fd                = c->fd;
+    am->sim.id                = am->next_sim_id;
+    am->sim.pid               = reg->pid;
+    am->sim.an_osts           = reg->an_osts;
+    am->sim.an_payload_per_ost = reg->an_payload_per_ost;
+    am->sim.an_max_groups     = reg->an_max_groups;
+    snprintf(am->sim.host, sizeof(am->sim.host), "%s", reg->host);
+    snprintf(am->sim.bell_shm, sizeof(am->sim.bell_shm), "%s", reg->bell_shm);
+    agg_info("switchsim %u registered: pid %u on %s hosts %d switches", am->sim.id,
+             reg->pid, reg->host, k);
+    return AGG_OK;
+}
+
+static agg_status_t aggmgr__on_job_create(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid,
+                                          uint8_t *body, size_t len)
+{
+    agg_msg_job_create_t *req = (agg_msg_job_create_t *)body;
+    agg_msg_job_create_reply_t rep = {0};
+    agg_status_t st;
+
+    if (len != sizeof(*req)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    agg_wire_swap(req, AGG_FMT_JOB_CREATE, 1);
+    req->host[sizeof(req->host) - 1] = '\0';
+    c->kind = AGG_PEER_CLIENT;
+    c->pid  = req->pid;
+    st = aggmgr_job_create(am, c->fd, req, &rep);
+    rep.status = st;
+    agg_wire_swap(&rep, AGG_FMT_JOB_CREATE_REPLY, 1);
+    return aggmgr__reply(c, AGG_MSG_JOB_CREATE_REPLY, txid, &rep, sizeof(rep));
+}
+
+static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
+                                            uint32_t txid, uint8_t *body, size_t len)
+{
+    agg_msg_group_create_t *req = (agg_msg_group_create_t *)body;
+    agg_msg_group_create_reply_t *rep;
+    uint32_t *ranks;
+    size_t rep_len;
+    agg_status_t st;
+
+    if (len < sizeof(*req)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    agg_wire_swap(req, AGG_FMT_GROUP_CREATE, 1);
+    if (req->num_members == 0 || req->num_members > 1u << 20 ||
+        len != sizeof(*req) + (size_t)req->num_members * sizeof(uint32_t)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    c->kind = AGG_PEER_CLIENT;
+    ranks   = (uint32_t *)(req + 1);
+    agg_wire_swap(ranks, "l", req->num_members);
+    rep_len = sizeof(*rep) + (size_t)req->num_members * sizeof(uint64_t);
+    rep     = calloc(1, rep_len);
+    if (rep == NULL) {
+        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, AGG_ERR_NO_MEMORY);
+    }
+    st = aggmgr_group_create(am, c->fd, req->job_id, ranks, req->num_members, req->osts,
+                             rep, (uint64_t *)(rep + 1));
+    if (st != AGG_OK) {
+        free(rep);
+        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, st);
+    }
+    agg_wire_swap(rep, AGG_FMT_GROUP_CREATE_REPLY, 1);
+    agg_wire_swap(rep + 1, "q", req->num_members);
+    st = aggmgr__reply(c, AGG_MSG_GROUP_CREATE_REPLY, txid, rep, rep_len);
+    free(rep);
+    return st;
+}
+
+static agg_status_t aggmgr__on_stats(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid)
+{
+    agg_msg_stats_reply_t rep;
+    size_t len;
+    agg_status_t st;
+
+    st = aggmgr_sim_call(am, AGG_MSG_STATS, NULL, 0, AGG_MSG_STATS_REPLY, &rep,
+                         sizeof(rep), &len);
+    if (st != AGG_OK || len != sizeof(rep)) {
+        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid,
+                                    st != AGG_OK ? st : AGG_ERR_PROTOCOL);
+    }
+    return aggmgr__reply(c, AGG_MSG_STATS_REPLY, txid, &rep, sizeof(rep));
+}
+
+static agg_status_t aggmgr__on_hello(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid,
+                                     uint8_t *body, size_t len)
+{
+    agg_msg_hello_t *req = (agg_msg_hello_t *)body;
+    agg_msg_hello_reply_t rep = {0};
+
+    if (len != sizeof(*req)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    agg_wire_swap(req, AGG_FMT_HELLO, 1);
+    req->host[sizeof(req->host) - 1] = '\0';
+    c->kind = req->kind;
+    c->pid  = req->pid;
+    snprintf(c->host, sizeof(c->host), "%s", req->host);
+    rep.status       = AGG_OK;
+    rep.mgr_pid      = (uint32_t)getpid();
+    rep.num_switches = (uint32_t)am->topo.num_switches;
+    rep.num_cas      = (uint32_t)am->topo.num_cas;
+    agg_wire_swap(&rep, AGG_FMT_HELLO_REPLY, 1);
+    return aggmgr__reply(c, AGG_MSG_HELLO_REPLY, txid, &rep, sizeof(rep));
+}
+
+/* Handles one message; anything but AGG_OK drops the connection. */
+static agg_status_t aggmgr__handle(aggmgr_t *am, aggmgr_conn_t *c)
+{
+    static uint8_t body[AGG_WIRE_MAX_BODY];
+    agg_msg_job_ref_t *jref;
+    agg_msg_group_ref_t *gref;
+    agg_msg_hdr_t hdr;
+    agg_status_t st;
+
+    st = agg_msg_recv(c->fd, &hdr, body, sizeof(body), AGGMGR_IO_TIMEOUT_MS);
+    if (st != AGG_OK) {
+        if (st != AGG_ERR_IO) {
+            agg_warn("dropping peer fd %d (pid %u): %s", c->fd, c->pid,
+                     agg_status_string(st));
+        }
+        return st;
+    }
+    agg_debug("%s from fd %d (%u bytes)", agg_msg_type_name(hdr.type), c->fd, hdr.length);
+    switch (hdr.type) {
+    case AGG_MSG_HELLO:
+        st = aggmgr__on_hello(am, c, hdr.txid, body, hdr.length);
+        break;
+    case AGG_MSG_SIM_REGISTER:
+        st = aggmgr__on_sim_register(am, c, hdr.txid, body, hdr.length);
+        break;
+    case AGG_MSG_JOB_CREATE:
+        st = aggmgr__on_job_create(am, c, hdr.txid, body, hdr.length);
+        break;
+    case AGG_MSG_JOB_DESTROY:
+        if (hdr.length != sizeof(*jref)) {
+            st = AGG_ERR_PROTOCOL;
+            break;
+        }
+        jref = (agg_msg_job_ref_t *)body;
+        agg_wire_swap(jref, AGG_FMT_JOB_REF, 1);
+        st = aggmgr__reply_status(c, AGG_MSG_JOB_DESTROY_REPLY, hdr.txid,
+                                  aggmgr_job_destroy(am, jref->job_id));
+        break;
+    case AGG_MSG_GROUP_CREATE:
+        st = aggmgr__on_group_create(am, c, hdr.txid, body, hdr.length);
+        break;
+    case AGG_MSG_GROUP_DESTROY:
+        if (hdr.length != sizeof(*gref)) {
+            st = AGG_ERR_PROTOCOL;
+            break;
+        }
+        gref = (agg_msg_group_ref_t *)body;
+        agg_wire_swap(gref, AGG_FMT_GROUP_REF, 1);
+        st = aggmgr__reply_status(c, AGG_MSG_GROUP_DESTROY_REPLY, hdr.txid,
+                                  aggmgr_group_destroy(am, gref->job_id, gref->group_id));
+        break;
+    case AGG_MSG_STATS:
+        st = aggmgr__on_stats(am, c, hdr.txid);
+        break;
+    default:
+        st = AGG_ERR_PROTOCOL;
+        break;
+    }
+    if (st == AGG_ERR_PROTOCOL) {
+        agg_warn("malformed %s (%u bytes) from fd %d pid %u; disconnecting",
+                 agg_msg_type_name(hdr.type), hdr.length, c->fd, c->pid);
+        aggmgr__reply_status(c, AGG_MSG_ERROR_REPLY, hdr.txid, AGG_ERR_PROTOCOL);
+    }
+    return st;
+}
+
+static void aggmgr__conn_close(aggmgr_t *am, int idx)
+{
+    aggmgr_conn_t *c = &am->conns[idx];
+    int fd = c->fd;
+
+    if (fd == am->sim.fd) {
+        aggmgr_sim_lost(am);
+    } else {
+        aggmgr_conn_release(am, fd);
+    }
+    close(fd);
+    am->conns[idx] = am->conns[--am->num_conns];
+}
+
+static void aggmgr__accept(aggmgr_t *am)
+{
+    int fd = accept4(am->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+    if (fd < 0) {
+        if (errno != EAGAIN && errno != EINTR) {
+            agg_warn("accept failed: %s", strerror(errno));
+        }
+        return;
+    }
+    if (am->num_conns >= AGGMGR_MAX_CONNS) {
+        agg_warn("too many connections (%d); refusing one", am->num_conns);
+        close(fd);
+        return;
+    }
+    memset(&am->conns[am->num_conns], 0, sizeof(am->conns[0]));
+    am->conns[am->num_conns++].fd = fd;
+}
+
+static void aggmgr__reload(aggmgr_t *am)
+{
+    agg_conf_t fresh;
+    char err[512];
+    int id;
+
+    if (agg_conf_load(&fresh, am->config_path, environ, err, sizeof(err)) != AGG_OK) {
+        agg_error("SIGHUP: reload failed, keeping the old settings: %s", err);
+        return;
+    }
+    for (id = 0; id < AGG_CONF__COUNT; ++id) {
+        if ((agg_conf_table[id].flags & AGG_CONF_F_RELOADABLE) &&
+            fresh.v[id].source != AGG_CONF_SRC_DEFAULT) {
+            am->conf.v[id] = fresh.v[id];
+        }
+    }
+    agg_log_set_level((int)agg_conf_int(&am->conf, AGG_CONF_LOG_LEVEL));
+    agg_info("SIGHUP: reloadable settings reloaded");
+}
+
+agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload)
+{
+    struct pollfd pfds[AGGMGR_MAX_CONNS + 1];
+    int n, i, rc;
+
+    while (!*stop) {
+        if (*reload) {
+            *reload = 0;
+            aggmgr__reload(am);
+        }
+        pfds[0].fd     = am->listen_fd;
+        pfds[0].events = POLLIN;
+        for (i = 0; i < am->num_conns; ++i) {
+            pfds[i + 1].fd     = am->conns[i].fd;
+            pfds[i + 1].events = POLLIN;
+        }
+        n  = am->num_conns;
+        rc = poll(pfds, (nfds_t)n + 1, 500);
+        if (rc < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            agg_error("poll failed: %s", strerror(errno));
+            return AGG_ERR_IO;
+        }
+        /* Walk backwards: closing swaps the last connection into the hole. */
+        for (i = n - 1; i >= 0; --i) {
+            if (pfds[i + 1].revents == 0) {
+                continue;
+            }
+            if (am->conns[i].fd == am->sim.fd) {
+                /* switchsim only answers our requests: anything else is a hang-up */
+                char b;
+                if (recv(am->conns[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0 ||
+                    (pfds[i + 1].revents & (POLLHUP | POLLERR))) {
+                    aggmgr__conn_close(am, i);
+                    continue;
+                }
+            }
+            if (aggmgr__handle(am, &am->conns[i]) != AGG_OK) {
+                aggmgr__conn_close(am, i);
+            }
+        }
+        if (pfds[0].revents & POLLIN) {
+            aggmgr__accept(am);
+        }
+    }
+    return AGG_OK;
+}
+
+void aggmgr_server_close(aggmgr_t *am)
+{
+    aggmgr_job_t *job;
+
+    while ((job = am->jobs) != NULL) {
+        aggmgr_job_destroy(am, job->id);
+    }
+    while (am->num_conns > 0) {
+        close(am->conns[--am->num_conns].fd);
+    }
+    am->sim.fd = -1;
+    if (am->listen_fd >= 0) {
+        close(am->listen_fd);
+        am->listen_fd = -1;
+    }
+}

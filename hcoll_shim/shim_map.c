@@ -1,0 +1,94 @@
+/*
+ * MPI datatypes and operations the network can reduce. Anything not listed
+ * (derived types, pair types, user operations) goes to the host path.
+ */
+#include "shim.h"
+
+#include <stdint.h>
+
+static int shim__int_dtype(int size, int is_signed)
+{
+    switch (size) {
+    case 1: return is_signed ? AGG_DTYPE_INT8 : AGG_DTYPE_UINT8;
+    case 2: return is_signed ? AGG_DTYPE_INT16 : AGG_DTYPE_UINT16;
+    case 4: return is_signed ? AGG_DTYPE_INT32 : AGG_DTYPE_UINT32;
+    case 8: return is_signed ? AGG_DTYPE_INT64 : AGG_DTYPE_UINT64;
+    }
+    return -1;
+}
+
+int shim_map_dtype(MPI_Datatype d)
+{
+    if (d == MPI_FLOAT) {
+        return AGG_DTYPE_FLOAT32;
+    }
+    if (d == MPI_DOUBLE) {
+        return AGG_DTYPE_FLOAT64;
+    }
+    if (d == MPI_INT8_T || d == MPI_SIGNED_CHAR) {
+        return AGG_DTYPE_INT8;
+    }
+    if (d == MPI_UINT8_T || d == MPI_UNSIGNED_CHAR) {
+        return AGG_DTYPE_UINT8;
+    }
+    if (d == MPI_INT16_T || d == MPI_SHORT) {
+        return shim__int_dtype(sizeof(short), 1);
+    }
+    if (d == MPI_UINT16_T || d == MPI_UNSIGNED_SHORT) {
+        return shim__int_dtype(sizeof(unsigned short), 0);
+    }
+    if (d == MPI_INT32_T || d == MPI_INT) {
+        return shim__int_dtype(sizeof(int), 1);
+    }
+    if (d == MPI_UINT32_T || d == MPI_UNSIGNED) {
+        return shim__int_dtype(sizeof(unsigned), 0);
+    }
+    if (d == MPI_INT64_T || d == MPI_LONG_LONG || d == MPI_LONG_LONG_INT) {
+        return shim__int_dtype(sizeof(long long), 1);
+    }
+    if (d == MPI_UINT64_T || d == MPI_UNSIGNED_LONG_LONG) {
+        return shim__int_dtype(sizeof(unsigned long long), 0);
+    }
+    if (d == MPI_LONG) {
+        return shim__int_dtype(sizeof(long), 1);
+    }
+    if (d == MPI_UNSIGNED_LONG) {
+        return shim__int_dtype(sizeof(unsigned long), 0);
+    }
+    return -1;
+}
+
+int shim_map_op(MPI_Op op)
+{
+    if (op == MPI_SUM) {
+        return AGG_OP_SUM;
+    }
+    if (op == MPI_PROD) {
+        return AGG_OP_PROD;
+    }
+    if (op == MPI_MIN) {
+        return AGG_OP_MIN;
+    }
+    if (op == MPI_MAX) {
+        return AGG_OP_MAX;
+    }
+    if (op == MPI_LAND) {
+        return AGG_OP_LAND;
+    }
+    if (op == MPI_BAND) {
+        return AGG_OP_BAND;
+    }
+    if (op == MPI_LOR) {
+        return AGG_OP_LOR;
+    }
+    if (op == MPI_BOR) {
+        return AGG_OP_BOR;
+    }
+    if (op == MPI_LXOR) {
+        return AGG_OP_LXOR;
+    }
+    if (op == MPI_BXOR) {
+        return AGG_OP_BXOR;
+    }
+    return -1;
+}

@@ -1,0 +1,323 @@
+/*
+ * hcoll_shim: preloaded under an unmodified mpirun and MPI program. It
+ * intercepts MPI_Init*, MPI_Allreduce, MPI_Comm_free and MPI_Finalize
+ * through the PMPI profiling interface, offloads what the network can
+ * reduce and hands everything else to PMPI_Allreduce, so a result is never
+ * wrong. HCOLL_ENABLE_SHARP: 0 off, 1 use if available, 2 and up force (an
+ * unreachable manager is then an error).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agg/agg.h"
+#include "agg/conf.h"
+#include "agg/log.h"
+#include "shim.h"
+
+#define SHIM_API __attribute__((visibility("default")))
+
+extern char **environ;
+
+typedef enum shim_comm_state {
+    SHIM_COMM_READY    = 1, /* offloaded */
+    SHIM_COMM_HOST     = 2, /* decided once: host path for this communicator */
+} shim_comm_state_t;
+
+typedef struct shim_comm {
+    shim_comm_state_t state;
+    MPI_Comm          oob;   /* private duplicate for libagg's out-of-band calls */
+    agg_comm_t       *agg;
+    struct shim_comm *next;
+} shim_comm_t;
+
+static struct {
+    int            level;       /* HCOLL_ENABLE_SHARP */
+    long long      np;          /* HCOLL_SHARP_NP */
+    long long      max_bytes;   /* HCOLL_ALLREDUCE_SHARP_MAX, 0 = no limit */
+    int            world_rank;
+    int            world_size;
+    MPI_Comm       world_oob;
+    int            keyval;
+    agg_context_t *ctx;
+    shim_comm_t   *comms;
+    unsigned long  offloaded, host_calls, fallbacks;
+} shim = {.keyval = MPI_KEYVAL_INVALID};
+
+static int shim_oob_bcast(void *ctx, void *buf, size_t size, int root)
+{
+    return PMPI_Bcast(buf, (int)size, MPI_BYTE, root, *(MPI_Comm *)ctx) != MPI_SUCCESS;
+}
+
+static int shim_oob_barrier(void *ctx)
+{
+    return PMPI_Barrier(*(MPI_Comm *)ctx) != MPI_SUCCESS;
+}
+
+static int shim_oob_gather(void *ctx, int root, const void *sbuf, void *rbuf, size_t size)
+{
+    return PMPI_Gather(sbuf, (int)size, MPI_BYTE, rbuf, (int)size, MPI_BYTE, root,
+                       *(MPI_Comm *)ctx) != MPI_SUCCESS;
+}
+
+static void shim_warn_env(const char *msg, void *arg)
+{
+    agg_warn("%s", msg);
+}
+
+static void shim_init(void)
+{
+    agg_context_spec_t spec = {0};
+    agg_conf_t conf;
+    char err[512];
+    agg_status_t st;
+
+    PMPI_Comm_rank(MPI_COMM_WORLD, &shim.world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &shim.world_size);
+    snprintf(err, sizeof(err), "shim:%d", shim.world_rank);
+    agg_log_set_prefix(err);
+    if (agg_conf_load(&conf, NULL, environ, err, sizeof(err)) != AGG_OK) {
+        if (shim.world_rank == 0) {
+            fprintf(stderr, "hcoll_shim: %s; offload disabled\n", err);
+        }
+        shim.level = 0;
+        return;
+    }
+    agg_log_set_level((int)agg_conf_int(&conf, AGG_CONF_LOG_LEVEL));
+    shim.level     = (int)agg_conf_int(&conf, AGG_CONF_HCOLL_ENABLE_SHARP);
+    shim.np        = agg_conf_int(&conf, AGG_CONF_HCOLL_SHARP_NP);
+    shim.max_bytes = agg_conf_int(&conf, AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX);
+    if (shim.world_rank == 0) {
+        agg_conf_check_env(environ, shim_warn_env, NULL);
+    }
+    if (shim.level == 0) {
+        agg_debug("HCOLL_ENABLE_SHARP=0: every collective on the host path");
+        return;
+    }
+    PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world_oob);
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &shim.keyval,
+                            NULL);
+    spec.world_rank  = shim.world_rank;
+    spec.world_size  = shim.world_size;
+    spec.oob.bcast   = shim_oob_bcast;
+    spec.oob.barrier = shim_oob_barrier;
+    spec.oob.gather  = shim_oob_gather;
+    spec.oob_ctx     = &shim.world_oob;
+    st = agg_context_init(&spec, &shim.ctx);
+    if (st == AGG_OK) {
+        return;
+    }
+    shim.ctx = NULL;
+    if (shim.level == 1) {
+        if (shim.world_rank == 0) {
+            agg_warn("HCOLL_ENABLE_SHARP=1: in-network aggregation not available (%s); "
+                     "collectives use the host path", agg_context_last_error());
+        }
+        shim.level = 0;
+        return;
+    }
+    /* Forced: an unavailable network is an error, not a silent slowdown. */
+    if (shim.world_rank == 0) {
+        fprintf(stderr, "hcoll_shim: HCOLL_ENABLE_SHARP=%d requires in-network aggregation, "
+                "but it is not available: %s (%s)\n", shim.level, agg_context_last_error(),
+                agg_strerror(st));
+        fflush(stderr);
+    }
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+SHIM_API int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+
+    if (rc == MPI_SUCCESS) {
+        shim_init();
+    }
+    return rc;
+}
+
+SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+
+    if (rc == MPI_SUCCESS) {
+        shim_init();
+    }
+    return rc;
+}
+
+/* Creates (once per communicator) the group behind `comm`; collective. */
+static shim_comm_t *shim_comm_get(MPI_Comm comm)
+{
+    agg_comm_spec_t spec = {0};
+    MPI_Group group, world_group;
+    shim_comm_t *sc;
+    int *ranks, *world_ranks, flag = 0, i;
+    void *val;
+    agg_status_t st;
+
+    PMPI_Comm_get_attr(comm, shim.keyval, &val, &flag);
+    if (flag) {
+        return val;
+    }
+    sc = calloc(1, sizeof(*sc));
+    if (sc == NULL) {
+        return NULL;
+    }
+    sc->state = SHIM_COMM_HOST;
+    sc->oob   = MPI_COMM_NULL;
+    PMPI_Comm_rank(comm, &spec.rank);
+    PMPI_Comm_size(comm, &spec.size);
+    if (shim.level <= 2 && spec.size < shim.np) {
+        agg_debug("communicator of %d ranks below HCOLL_SHARP_NP=%lld: host path",
+                  spec.size, shim.np);
+        goto out;
+    }
+    ranks       = malloc((size_t)spec.size * sizeof(int));
+    world_ranks = malloc((size_t)spec.size * sizeof(int));
+    if (ranks == NULL || world_ranks == NULL) {
+        free(ranks);
+        free(world_ranks);
+        goto out; /* the same on every rank is not guaranteed; see agree below */
+    }
+    for (i = 0; i < spec.size; ++i) {
+        ranks[i] = i;
+    }
+    PMPI_Comm_group(comm, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    PMPI_Group_translate_ranks(group, spec.size, ranks, world_group, world_ranks);
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world_group);
+    PMPI_Comm_dup(comm, &sc->oob);
+    spec.world_ranks = world_ranks;
+    spec.oob_ctx     = &sc->oob;
+    st = agg_comm_init(shim.ctx, &spec, &sc->agg);
+    free(ranks);
+    free(world_ranks);
+    if (st == AGG_OK) {
+        sc->state = SHIM_COMM_READY;
+    } else {
+        agg_info("communicator of %d ranks stays on the host path: %s", spec.size,
+                 agg_strerror(st));
+    }
+out:
+    sc->next   = shim.comms;
+    shim.comms = sc;
+    PMPI_Comm_set_attr(comm, shim.keyval, sc);
+    return sc;
+}
+
+SHIM_API int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
+                           MPI_Op op, MPI_Comm comm)
+{
+    agg_reduce_spec_t spec;
+    shim_comm_t *sc;
+    int adt, aop, in_place;
+    agg_status_t st;
+
+    if (shim.ctx == NULL || count < 0) {
+        goto host;
+    }
+    adt = shim_map_dtype(dtype);
+    aop = shim_map_op(op);
+    if (adt < 0 || aop < 0 || agg_reduce_fn(adt, aop) == NULL) {
+        goto host;
+    }
+    if (shim.max_bytes > 0 && (long long)count * (long long)agg_dtype_size(adt) >
+                              shim.max_bytes) {
+        goto host;
+    }
+    sc = shim_comm_get(comm);
+    if (sc == NULL || sc->state != SHIM_COMM_READY) {
+        goto host;
+    }
+    in_place   = sbuf == MPI_IN_PLACE;
+    spec.sbuf  = in_place ? rbuf : sbuf;
+    spec.rbuf  = rbuf;
+    spec.count = (size_t)count;
+    spec.dtype = (agg_dtype_t)adt;
+    spec.op    = (agg_op_t)aop;
+    st = agg_allreduce(sc->agg, &spec);
+    if (st == AGG_OK) {
+        shim.offloaded++;
+        return MPI_SUCCESS;
+    }
+    /* The tree failed for this communicator: it stays on the host from now on. */
+    sc->state = SHIM_COMM_HOST;
+    shim.fallbacks++;
+    if (in_place) {
+        /* part of rbuf may already hold reduced data: redoing it would be wrong */
+        agg_error("in-place allreduce failed in the network (%s); cannot recover the "
+                  "input", agg_strerror(st));
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN) == MPI_SUCCESS ?
+               MPI_ERR_INTERN : MPI_ERR_INTERN;
+    }
+    agg_warn("allreduce failed in the network (%s); completing it on the host",
+             agg_strerror(st));
+host:
+    shim.host_calls++;
+    return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
+}
+
+static void shim_comm_forget(shim_comm_t *sc)
+{
+    shim_comm_t **pp;
+
+    for (pp = &shim.comms; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == sc) {
+            *pp = sc->next;
+            break;
+        }
+    }
+}
+
+SHIM_API int MPI_Comm_free(MPI_Comm *comm)
+{
+    shim_comm_t *sc;
+    int flag = 0;
+    void *val;
+
+    if (shim.ctx != NULL && comm != NULL && *comm != MPI_COMM_NULL) {
+        PMPI_Comm_get_attr(*comm, shim.keyval, &val, &flag);
+        if (flag) {
+            sc = val;
+            if (sc->agg != NULL) {
+                agg_comm_destroy(sc->agg);
+            }
+            if (sc->oob != MPI_COMM_NULL) {
+                PMPI_Comm_free(&sc->oob);
+            }
+            PMPI_Comm_delete_attr(*comm, shim.keyval);
+            shim_comm_forget(sc);
+            free(sc);
+        }
+    }
+    return PMPI_Comm_free(comm);
+}
+
+SHIM_API int MPI_Finalize(void)
+{
+    shim_comm_t *sc;
+
+    if (shim.ctx != NULL) {
+        /* Groups still open are released with the job; only local state goes. */
+        while ((sc = shim.comms) != NULL) {
+            shim.comms = sc->next;
+            agg_comm_abandon(sc->agg);
+            free(sc);
+        }
+        if (shim.world_rank == 0) {
+            agg_info("hcoll_shim: %lu allreduce calls offloaded (%llu fragments), "
+                     "%lu on the host path, %lu fell back after a network error",
+                     shim.offloaded,
+                     (unsigned long long)agg_context_fragments_sent(shim.ctx),
+                     shim.host_calls, shim.fallbacks);
+        }
+        agg_context_finalize(shim.ctx);
+        shim.ctx = NULL;
+        PMPI_Comm_free_keyval(&shim.keyval);
+        PMPI_Comm_free(&shim.world_oob);
+    }
+    return PMPI_Finalize();
+}

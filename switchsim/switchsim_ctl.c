@@ -1,0 +1,180 @@
+/*
+ * switchsim's control link to aggmgr: registration, then group
+ * configuration and teardown requests, each answered with a status.
+ */
+#include "switchsim.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agg/log.h"
+#include "agg/sock.h"
+
+#define SWITCHSIM_CTL_TIMEOUT_MS 5000
+
+static int switchsim__guid_cmp(const void *a, const void *b)
+{
+    const agg_wire_switch_t *x = a, *y = b;
+
+    return x->guid < y->guid ? -1 : x->guid > y->guid;
+}
+
+agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
+{
+    agg_msg_sim_register_t reg = {0};
+    agg_msg_sim_register_reply_t *rep;
+    size_t len, max = sizeof(*rep) + 65536 * sizeof(agg_wire_switch_t);
+    uint8_t *buf;
+    agg_status_t st;
+
+    reg.pid                = (uint32_t)getpid();
+    reg.an_osts            = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_OSTS);
+    reg.an_payload_per_ost = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_PAYLOAD_PER_OST);
+    reg.an_max_groups      = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_MAX_GROUPS);
+    gethostname(reg.host, sizeof(reg.host) - 1);
+    snprintf(reg.bell_shm, sizeof(reg.bell_shm), "%s", sim->bell_name);
+    agg_wire_swap(&reg, AGG_FMT_SIM_REGISTER, 1);
+
+    buf = malloc(max);
+    if (buf == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    st = agg_msg_call(sim->am_fd, AGG_MSG_SIM_REGISTER, &reg, sizeof(reg),
+                      AGG_MSG_SIM_REGISTER_REPLY, buf, max, &len, timeout_ms);
+    if (st != AGG_OK) {
+        agg_error("registration with aggmgr failed: %s", agg_status_string(st));
+        goto out;
+    }
+    rep = (agg_msg_sim_register_reply_t *)buf;
+    if (len < sizeof(*rep)) {
+        st = AGG_ERR_PROTOCOL;
+        goto out;
+    }
+    agg_wire_swap(rep, AGG_FMT_SIM_REGISTER_REPLY, 1);
+    if (rep->status != AGG_OK) {
+        st = rep->status;
+        agg_error("aggmgr refused registration: %s", agg_status_string(st));
+        goto out;
+    }
+    if (len != sizeof(*rep) + (size_t)rep->num_switches * sizeof(agg_wire_switch_t)) {
+        agg_error("SIM_REGISTER_REPLY of %zu bytes does not hold %u switches", len,
+                  rep->num_switches);
+        st = AGG_ERR_PROTOCOL;
+        goto out;
+    }
+    sim->switches = malloc((size_t)rep->num_switches * sizeof(agg_wire_switch_t) + 1);
+    if (sim->switches == NULL) {
+        st = AGG_ERR_NO_MEMORY;
+        goto out;
+    }
+    memcpy(sim->switches, rep + 1, (size_t)rep->num_switches * sizeof(agg_wire_switch_t));
+    agg_wire_swap(sim->switches, AGG_FMT_SWITCH, rep->num_switches);
+    sim->num_switches = rep->num_switches;
+    sim->sim_id       = rep->sim_id;
+    qsort(sim->switches, sim->num_switches, sizeof(*sim->switches), switchsim__guid_cmp);
+    agg_info("registered with aggmgr as switchsim %u, hosting %u switches",
+             sim->sim_id, sim->num_switches);
+out:
+    free(buf);
+    return st;
+}
+
+static agg_status_t switchsim__reply_status(switchsim_t *sim, uint16_t type,
+                                            uint32_t txid, agg_status_t status)
+{
+    agg_msg_status_t rep = {.status = status};
+
+    agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+    return agg_msg_send(sim->am_fd, type, txid, &rep, sizeof(rep),
+                        SWITCHSIM_CTL_TIMEOUT_MS);
+}
+
+static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
+                                               uint8_t *body, size_t len)
+{
+    agg_msg_group_config_reply_t rep = {0};
+    agg_msg_group_config_t *cfg = (agg_msg_group_config_t *)body;
+    agg_wire_tree_node_t *nodes;
+    agg_wire_member_t *members;
+    switchsim_group_t *g = NULL;
+    agg_status_t st = AGG_OK;
+
+    if (len < sizeof(*cfg)) {
+        st = AGG_ERR_PROTOCOL;
+        goto reply;
+    }
+    agg_wire_swap(cfg, AGG_FMT_GROUP_CONFIG, 1);
+    rep.group_id = cfg->group_id;
+    if (len != sizeof(*cfg) + (size_t)cfg->num_nodes * sizeof(*nodes) +
+               (size_t)cfg->num_members * sizeof(*members)) {
+        agg_error("GROUP_CONFIG of %zu bytes does not hold %u nodes and %u members",
+                  len, cfg->num_nodes, cfg->num_members);
+        st = AGG_ERR_PROTOCOL;
+        goto reply;
+    }
+    nodes   = (agg_wire_tree_node_t *)(cfg + 1);
+    members = (agg_wire_member_t *)(nodes + cfg->num_nodes);
+    agg_wire_swap(nodes, AGG_FMT_TREE_NODE, cfg->num_nodes);
+    agg_wire_swap(members, AGG_FMT_MEMBER, cfg->num_members);
+    st = switchsim_group_create(sim, cfg, nodes, members, &g);
+    if (st == AGG_OK) {
+        snprintf(rep.shm_name, sizeof(rep.shm_name), "%s", g->shm_name);
+    }
+reply:
+    rep.status = st;
+    agg_wire_swap(&rep, AGG_FMT_GROUP_CONFIG_REPLY, 1);
+    return agg_msg_send(sim->am_fd, AGG_MSG_GROUP_CONFIG_REPLY, txid, &rep,
+                        sizeof(rep), SWITCHSIM_CTL_TIMEOUT_MS);
+}
+
+static agg_status_t switchsim__on_stats(switchsim_t *sim, uint32_t txid)
+{
+    agg_msg_stats_reply_t rep = {0};
+    switchsim_stats_t s;
+
+    switchsim_stats_snapshot(sim, &s);
+    rep.status            = AGG_OK;
+    rep.groups            = sim->num_groups;
+    rep.fragments_in      = s.fragments_in;
+    rep.fragments_reduced = s.fragments_reduced;
+    rep.results_out       = s.results_out;
+    rep.bytes_in          = s.bytes_in;
+    rep.errors            = s.errors;
+    rep.groups_total      = s.groups_total;
+    agg_wire_swap(&rep, AGG_FMT_STATS_REPLY, 1);
+    return agg_msg_send(sim->am_fd, AGG_MSG_STATS_REPLY, txid, &rep, sizeof(rep),
+                        SWITCHSIM_CTL_TIMEOUT_MS);
+}
+
+agg_status_t switchsim_ctl_handle(switchsim_t *sim)
+{
+    static uint8_t body[AGG_WIRE_MAX_BODY];
+    agg_msg_group_ref_t *ref;
+    agg_msg_hdr_t hdr;
+    agg_status_t st;
+
+    st = agg_msg_recv(sim->am_fd, &hdr, body, sizeof(body), SWITCHSIM_CTL_TIMEOUT_MS);
+    if (st != AGG_OK) {
+        return st == AGG_ERR_TIMEOUT ? AGG_ERR_PROTOCOL : st;
+    }
+    switch (hdr.type) {
+    case AGG_MSG_GROUP_CONFIG:
+        return switchsim__on_group_config(sim, hdr.txid, body, hdr.length);
+    case AGG_MSG_GROUP_TEARDOWN:
+        if (hdr.length != sizeof(*ref)) {
+            return switchsim__reply_status(sim, AGG_MSG_GROUP_TEARDOWN_REPLY, hdr.txid,
+                                           AGG_ERR_PROTOCOL);
+        }
+        ref = (agg_msg_group_ref_t *)body;
+        agg_wire_swap(ref, AGG_FMT_GROUP_REF, 1);
+        return switchsim__reply_status(sim, AGG_MSG_GROUP_TEARDOWN_REPLY, hdr.txid,
+                                       switchsim_group_destroy(sim, ref->group_id));
+    case AGG_MSG_STATS:
+        return switchsim__on_stats(sim, hdr.txid);
+    default:
+        agg_error("unexpected %s from aggmgr", agg_msg_type_name(hdr.type));
+        return switchsim__reply_status(sim, AGG_MSG_ERROR_REPLY, hdr.txid,
+                                       AGG_ERR_PROTOCOL);
+    }
+}
