@@ -428,7 +428,17 @@ void aggmgr_sim_lost(aggmgr_t *am)
     aggmgr_job_t *job;
     aggmgr_group_t *g;
 
-    agg_error("switchsim %u (pid %u) is gone; its groups are lost", am->sim.id, am->sim.pid);
+    unsigned lost = 0;
+
+    for (job = am->jobs; job != NULL; job = job->next) {
+        lost += job->num_groups;
+    }
+    if (lost > 0) {
+        agg_error("switchsim %u (pid %u) is gone; %u groups are lost", am->sim.id,
+                  am->sim.pid, lost);
+    } else {
+        agg_info("switchsim %u (pid %u) disconnected", am->sim.id, am->sim.pid);
+    }
     am->sim.fd = -1;
     for (job = am->jobs; job != NULL; job = job->next) {
         while ((g = job->groups) != NULL) {

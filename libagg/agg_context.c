@@ -171,6 +171,8 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
     ctx->oob        = spec->oob;
     ctx->oob_ctx    = spec->oob_ctx;
     ctx->am_fd      = -1;
+    snprintf(err, sizeof(err), "libagg:%d", spec->world_rank);
+    agg_log_set_prefix(err);
 
     local = agg_conf_load(&ctx->conf, spec->config_file, environ, err, sizeof(err));
     if (local != AGG_OK) {
