@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# MPI_Allreduce through the shim equals the reference for every type, op and
+# count, and went through the network: switchsim counted the fragments.
+#   allreduce.sh BUILD NP [allreduce_check args...]
+. "$(dirname "$0")/lib.sh"
+NP=${2:?NP}
+shift 2
+
+"$BIN/aggrun" --stats-file "$TMP/stats" -- \
+    "${MPIRUN[@]}" -np "$NP" -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 \
+    "$BIN/allreduce_check" "$@" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "allreduce_check failed"; }
+cat "$TMP/out"
+grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/out" || fail "no clean result line"
+frags=$(stat fragments_in "$TMP/stats")
+results=$(stat results_out "$TMP/stats")
+errors=$(stat errors "$TMP/stats")
+echo "switchsim: fragments_in=$frags results_out=$results errors=$errors"
+[ "${frags:-0}" -gt 0 ] || fail "no fragment reached switchsim: the offload path was not taken"
+[ "${results:-0}" -gt 0 ] || fail "switchsim returned no result"
+[ "${errors:-1}" -eq 0 ] || fail "switchsim saw $errors bad fragments"
+# every rank sends every fragment once: fragments_in is a multiple of results
+[ $((frags % results)) -eq 0 ] || fail "fragments_in $frags is not a multiple of results_out $results"
+echo "PASS"

@@ -1,0 +1,43 @@
+# Helpers for the end-to-end tests. Each test script sources this file, is
+# run by ctest with the build directory as $1, and fails with a message.
+set -euo pipefail
+
+BUILD=${1:?usage: $0 BUILD_DIR}
+BUILD=$(cd "$BUILD" && pwd)
+BIN=$BUILD/bin
+SHIM=$BUILD/lib/libhcoll_shim.so
+TMP=$(mktemp -d /tmp/agg-e2e.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
+if [ "$(id -u)" = 0 ]; then
+    MPIRUN+=(--allow-run-as-root)
+fi
+
+# Under AddressSanitizer the runtime must come first in the preload list.
+PRELOAD=$SHIM
+if [ -n "${AGG_ASAN_RUNTIME:-}" ]; then
+    PRELOAD="$AGG_ASAN_RUNTIME:$SHIM"
+fi
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# stat NAME FILE: a counter from a switchsim --stats-file
+stat() {
+    awk -v k="$1" '$1 == k { print $2 }' "$2"
+}
+
+# A loopback port nobody listens on (bound then released).
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# No segment of ours may outlive the daemons that made it.
+check_no_shm_left() {
+    local left
+    left=$(ls /dev/shm 2>/dev/null | grep -E "^agg-($1)-" || true)
+    [ -z "$left" ] || fail "shared-memory segments left behind: $left"
+}
