@@ -18,6 +18,6 @@ echo "switchsim: fragments_in=$frags results_out=$results errors=$errors"
 [ "${frags:-0}" -gt 0 ] || fail "no fragment reached switchsim: the offload path was not taken"
 [ "${results:-0}" -gt 0 ] || fail "switchsim returned no result"
 [ "${errors:-1}" -eq 0 ] || fail "switchsim saw $errors bad fragments"
-# every rank sends every fragment once: fragments_in is a multiple of results
-[ $((frags % results)) -eq 0 ] || fail "fragments_in $frags is not a multiple of results_out $results"
+# each result needs a fragment from every member of its group
+[ "$frags" -ge "$results" ] || fail "fewer fragments ($frags) than results ($results)"
 echo "PASS"

@@ -15,9 +15,13 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 # Under AddressSanitizer the runtime must come first in the preload list.
+# Open MPI leaks at exit, so leak checking is off for these runs (the unit
+# tests keep it on).
 PRELOAD=$SHIM
-if [ -n "${AGG_ASAN_RUNTIME:-}" ]; then
-    PRELOAD="$AGG_ASAN_RUNTIME:$SHIM"
+if [ -n "${SANITIZER_PRELOAD:-}" ]; then
+    PRELOAD="$SANITIZER_PRELOAD:$SHIM"
+    export ASAN_OPTIONS=detect_leaks=0
+    MPIRUN+=(-x ASAN_OPTIONS)
 fi
 
 fail() {
