@@ -225,6 +225,32 @@ static void test_parse_grouped_and_router(void **state)
     aggmgr_topo_free(&t);
 }
 
+/* Real ibnetdiscover output (captured under ibsim): two switches cabled twice. */
+static void test_parse_ibsim_capture(void **state)
+{
+    aggmgr_topo_t t;
+
+    (void)state;
+    load_ok(DATA("ibsim_2sw2path4hca.topo"), &t);
+    assert_int_equal(t.num_switches, 2);
+    assert_int_equal(t.num_cas, 4);
+    assert_string_equal(t.nodes[0].desc, "Switch2");
+    assert_true(t.nodes[0].guid == 0x200001);
+    assert_string_equal(t.nodes[5].desc, "Hca1");
+    assert_int_equal(t.nodes[5].num_ports, 2);
+    assert_link(&t, 0, 3, 1, 3);
+    assert_link(&t, 0, 5, 1, 5);
+    assert_link(&t, 1, 1, 5, 1);
+    assert_int_equal(cabled_ports(&t.nodes[0]), 4);
+    assert_int_equal(t.cas[0], 2);
+    assert_int_equal(t.ca_switch[0], 0);
+    assert_int_equal(t.ca_switch[1], 0);
+    assert_int_equal(t.ca_switch[2], 1);
+    assert_int_equal(t.ca_switch[3], 1);
+    assert_round_trip(&t);
+    aggmgr_topo_free(&t);
+}
+
 /* Ids need not be GUIDs when a guid line names the node; CRLF line ends;
  * CA-to-CA cables; a CA cabled to nothing. */
 static void test_parse_plain_ids(void **state)
@@ -438,6 +464,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_fabric),
         cmocka_unit_test(test_parse_grouped_and_router),
+        cmocka_unit_test(test_parse_ibsim_capture),
         cmocka_unit_test(test_parse_plain_ids),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_strings),

@@ -17,10 +17,10 @@
 /* ---- fabrics from edge lists --------------------------------------------- */
 
 /*
- * Switch i is "S-<i+1>" (GUID i + 1), described "swI"; host h is "H-<1000+h>",
- * cabled to switch host_sw[h] (-1: cabled to nothing). Switch ports: links in
- * edge order, then hosts. Built as ibnetdiscover text and parsed, so the tests
- * go through the same path as a real fabric.
+ * Switch i is "S-<hex i+1>" (GUID i + 1), described "swI"; host h is
+ * "H-<hex 0x100000+h>", cabled to switch host_sw[h] (-1: to nothing). Switch
+ * ports: links in edge order, then hosts. Built as ibnetdiscover text and
+ * parsed, so the tests go through the same path as a real fabric.
  */
 static void topo_from_edges(int nsw, const int (*edges)[2], int nedges,
                             const int *host_sw, int nhosts, aggmgr_topo_t *topo)
@@ -54,12 +54,12 @@ static void topo_from_edges(int nsw, const int (*edges)[2], int nedges,
         }
         for (h = 0; h < nhosts; h++) {
             if (host_sw[h] == s) {
-                fprintf(f, "[%d] \"H-%x\"[1]\n", hport[h], 1000 + h);
+                fprintf(f, "[%d] \"H-%x\"[1]\n", hport[h], 0x100000 + h);
             }
         }
     }
     for (h = 0; h < nhosts; h++) {
-        fprintf(f, "\nCa 1 \"H-%x\" # \"host%d\"\n", 1000 + h, h);
+        fprintf(f, "\nCa 1 \"H-%x\" # \"host%d\"\n", 0x100000 + h, h);
         if (host_sw[h] >= 0) {
             fprintf(f, "[1] \"S-%x\"[%d]\n", host_sw[h] + 1, hport[h]);
         }
@@ -504,6 +504,34 @@ static void test_no_tree(void **state)
     aggmgr_topo_free(&t);
 }
 
+/* Real ibnetdiscover output: Switch2 (node 0) and Switch1 (node 1, lower GUID)
+ * cabled twice, two HCAs each. */
+static void test_ibsim_capture(void **state)
+{
+    aggmgr_topo_t t;
+    aggmgr_tree_t tr;
+    char err[512] = "";
+    int idx[] = {0, 1, 2, 3}, sw1[] = {3, 2};
+
+    (void)state;
+    assert_int_equal(aggmgr_topo_load(AGG_TEST_DATA "/ibsim_2sw2path4hca.topo", &t,
+                                      err, sizeof(err)),
+                     AGG_OK);
+    tr = build_ok(&t, idx, 4, NULL);
+    assert_int_equal(tr.num_nodes, 2);
+    assert_int_equal(tr.depth, 2);
+    assert_int_equal(tr.nodes[0].topo_node, 1);
+    assert_int_equal(tr.nodes[0].num_hcas, 2);
+    assert_int_equal(tr.nodes[1].topo_node, 0);
+    assert_int_equal(tr.nodes[1].num_children, 0);
+    aggmgr_tree_free(&tr);
+    tr = build_ok(&t, sw1, 2, NULL);
+    assert_int_equal(tr.num_nodes, 1);
+    assert_int_equal(tr.nodes[0].topo_node, 1);
+    aggmgr_tree_free(&tr);
+    aggmgr_topo_free(&t);
+}
+
 /*
  * A k-ary three-level fat tree (k = 16: 320 switches), one HCA per edge
  * switch. Core switches are the roots; a job inside one pod stays there.
@@ -563,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_ring),
         cmocka_unit_test(test_parents_spread),
         cmocka_unit_test(test_no_tree),
+        cmocka_unit_test(test_ibsim_capture),
         cmocka_unit_test(test_three_level),
     };
 
