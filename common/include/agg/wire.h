@@ -245,7 +245,7 @@ typedef struct agg_shm_group {
     uint64_t total_size;
     uint32_t waiters;         /* ranks sleeping on a result seq */
     uint32_t dead;            /* set by switchsim when the group is torn down */
-    uint8_t  pad[AGG_CACHE_LINE - 56];
+    /* exactly one cache line: channels start right after, line-aligned */
 } agg_shm_group_t;
 
 typedef struct agg_shm_channel {
@@ -275,7 +275,7 @@ typedef struct agg_shm_channel {
 #define AGG_FMT_MEMBER             "l"
 #define AGG_FMT_GROUP_CONFIG_REPLY "lls"
 #define AGG_FMT_GROUP_REF          "ll"
-#define AGG_FMT_JOB_CREATE         "qllllls"
+#define AGG_FMT_JOB_CREATE         "qlllllls"
 #define AGG_FMT_JOB_CREATE_REPLY   "llllllllq"
 #define AGG_FMT_JOB_REF            "ll"
 #define AGG_FMT_GROUP_CREATE       "llll"
