@@ -43,6 +43,50 @@ set -e
 [ -f "$TMP/st" ] || fail "switchsim did not write its stats on SIGTERM"
 check_no_shm_left "$sim"
 
+# garbage on the control port: the peer is dropped, aggmgr keeps serving
+port=$(free_port)
+"$BIN/aggmgr" --listen 127.0.0.1:$port 2>"$TMP/mgr2.err" &
+mgr=$!
+for _ in $(seq 100); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break
+    sleep 0.05
+done
+python3 - "$port" <<'PY'
+import socket, struct, sys
+port = int(sys.argv[1])
+
+def closed(s):
+    s.settimeout(5)
+    try:
+        return s.recv(100) == b""
+    except ConnectionResetError:
+        return True   # closed with our garbage still unread
+
+s = socket.create_connection(("127.0.0.1", port))
+s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"x" * 64)   # wrong magic
+assert closed(s), "aggmgr kept a connection that sent garbage"
+s = socket.create_connection(("127.0.0.1", port))
+# right magic, a length beyond the limit
+s.sendall(struct.pack(">IHHII", 0x4147474D, 1, 9, 1 << 30, 1))
+assert closed(s), "aggmgr kept a connection with an oversized length"
+s = socket.create_connection(("127.0.0.1", port))
+# JOB_CREATE with a short body
+s.sendall(struct.pack(">IHHII", 0x4147474D, 1, 9, 4, 2) + b"abcd")
+s.settimeout(5)
+data = s.recv(100)
+hdr = struct.unpack(">IHHII", data[:16])
+assert hdr[2] == 19, "expected ERROR_REPLY, got type %d" % hdr[2]
+PY
+"$BIN/switchsim" --am 127.0.0.1:$port --ready-fd 3 3>"$TMP/ready" &
+sim=$!
+for _ in $(seq 100); do grep -q ready "$TMP/ready" && break; sleep 0.05; done
+grep -q ready "$TMP/ready" || fail "switchsim could not register after the garbage"
+kill -TERM $sim $mgr
+wait $sim || fail "switchsim exited with $? on SIGTERM"
+wait $mgr || fail "aggmgr exited with $? on SIGTERM"
+grep -q "malformed" "$TMP/mgr2.err" || { cat "$TMP/mgr2.err"; fail "aggmgr did not report the malformed request"; }
+check_no_shm_left "$sim"
+
 # agg_info -c: every setting, with its source
 SHARP_COLL_LOG_LEVEL=4 SHARP_COLL_LOG_LEVLE=1 "$BIN/agg_info" -c >"$TMP/info" 2>"$TMP/info.err"
 grep -q "SHARP_COLL_LOG_LEVEL" "$TMP/info" || fail "agg_info -c misses SHARP_COLL_LOG_LEVEL"

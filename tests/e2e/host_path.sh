@@ -18,4 +18,16 @@ grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/out0" || fail "
     { cat "$TMP/out3"; fail "unsupported-type run failed"; }
 grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/out3" || { cat "$TMP/out3"; fail "wrong results for unsupported types"; }
 [ "$(stat fragments_in "$TMP/stats3")" -eq 0 ] || fail "an unsupported type was sent to switchsim"
+
+# Out of quota: the job may hold one group. MPI_COMM_WORLD takes it; the
+# split communicators are refused and stay on the host path, still right.
+"$BIN/aggrun" --stats-file "$TMP/statsq" -- \
+    "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 \
+    -x SHARP_COLL_JOB_QUOTA_MAX_GROUPS=1 -x SHARP_COLL_LOG_LEVEL=3 \
+    "$BIN/allreduce_check" --max-count 257 >"$TMP/outq" 2>&1 ||
+    { cat "$TMP/outq"; fail "quota run failed"; }
+grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/outq" || { cat "$TMP/outq"; fail "wrong results when out of quota"; }
+[ "$(stat groups_total "$TMP/statsq")" -eq 1 ] || fail "expected exactly one group within the quota"
+[ "$(stat fragments_in "$TMP/statsq")" -gt 0 ] || fail "the world communicator was not offloaded"
+grep -q "not offloaded: quota exceeded" "$TMP/outq" || { cat "$TMP/outq"; fail "no message saying why a communicator was not offloaded"; }
 echo "PASS"

@@ -7,7 +7,15 @@ BUILD=$(cd "$BUILD" && pwd)
 BIN=$BUILD/bin
 SHIM=$BUILD/lib/libhcoll_shim.so
 TMP=$(mktemp -d /tmp/agg-e2e.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+# Background daemons of a failed test must not outlive it (ctest would wait
+# for them forever on the output pipe).
+cleanup() {
+    local pids
+    pids=$(jobs -p)
+    [ -z "$pids" ] || kill $pids 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
 
 MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
 if [ "$(id -u)" = 0 ]; then
