@@ -98,6 +98,12 @@ static void shim_init(void)
     PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world_oob);
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &shim.keyval,
                             NULL);
+    {
+        MPI_Comm node;
+        PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        PMPI_Comm_size(node, &spec.local_size);
+        PMPI_Comm_free(&node);
+    }
     spec.world_rank  = shim.world_rank;
     spec.world_size  = shim.world_size;
     spec.oob.bcast   = shim_oob_bcast;

@@ -49,17 +49,21 @@ static void agg__ring(agg_comm_t *comm)
     }
 }
 
-/* Waits until the result slot holds `seq`; spins, yields, then sleeps. */
+/*
+ * Waits until the result slot holds `seq`: spins (unless processes
+ * outnumber cores), yields a few times, then sleeps on the group's
+ * result_gen, which switchsim bumps once per pass that published results.
+ */
 static agg_status_t agg__wait_result(agg_comm_t *comm, agg_frag_hdr_t *res, uint32_t seq)
 {
     agg_context_t *ctx = comm->ctx;
+    agg_shm_group_t *shm = comm->shm;
     int64_t deadline = 0;
-    uint32_t v;
+    uint32_t gen;
     long spins = 0;
 
     for (;;) {
-        v = __atomic_load_n(&res->seq, __ATOMIC_ACQUIRE);
-        if (v == seq) {
+        if (__atomic_load_n(&res->seq, __ATOMIC_ACQUIRE) == seq) {
             return AGG_OK;
         }
         if (++spins < ctx->spin_count) {
@@ -75,16 +79,16 @@ static agg_status_t agg__wait_result(agg_comm_t *comm, agg_frag_hdr_t *res, uint
         } else if (agg_time_ms() > deadline) {
             return AGG_ERR_TIMEOUT;
         }
-        if (__atomic_load_n(&comm->shm->dead, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&shm->dead, __ATOMIC_ACQUIRE)) {
             return AGG_ERR_SHUTDOWN;
         }
-        __atomic_fetch_add(&comm->shm->waiters, 1, __ATOMIC_SEQ_CST);
-        v = __atomic_load_n(&res->seq, __ATOMIC_SEQ_CST);
-        if (v != seq) {
-            agg_futex_wait(&res->seq, v, AGG_WAIT_SLICE_MS);
+        gen = __atomic_load_n(&shm->result_gen, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(&shm->waiters, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&res->seq, __ATOMIC_SEQ_CST) != seq) {
+            agg_futex_wait(&shm->result_gen, gen, AGG_WAIT_SLICE_MS);
         }
-        __atomic_fetch_sub(&comm->shm->waiters, 1, __ATOMIC_SEQ_CST);
-        spins = ctx->spin_count; /* after a sleep, check again then sleep again */
+        __atomic_fetch_sub(&shm->waiters, 1, __ATOMIC_SEQ_CST);
+        spins = ctx->spin_count; /* after a sleep: check, yield once, sleep again */
     }
 }
 
@@ -95,6 +99,7 @@ agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
     agg_frag_hdr_t *slot, *res;
     agg_status_t st, result = AGG_OK;
     const uint8_t *src;
+    int block;
     uint8_t *dst;
 
     if (comm == NULL || spec == NULL || (spec->count > 0 && (spec->rbuf == NULL ||
@@ -136,28 +141,37 @@ agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
             } while (posted < nfrags && posted - done < comm->osts);
             agg__ring(comm);
         }
-        seq = agg__seq_after(first_seq, done);
-        res = agg__slot(comm->results, comm->slot_stride, seq, comm->osts);
-        st  = agg__wait_result(comm, res, seq);
-        if (st != AGG_OK) {
-            agg_error("allreduce of %zu x %s (%s) on group %u: fragment %zu of %zu: %s",
-                      spec->count, agg_dtype_name(spec->dtype), agg_op_name(spec->op),
-                      comm->group_id, done, nfrags, agg_status_string(st));
-            comm->broken = 1;
-            return st;
-        }
-        off = done * per_frag;
-        n   = spec->count - off < per_frag ? spec->count - off : per_frag;
-        if (res->status != AGG_OK || res->count != n) {
-            /* keep draining so the group stays in step; report at the end */
-            if (result == AGG_OK) {
-                result = res->status != AGG_OK ? (agg_status_t)res->status :
-                                                 AGG_ERR_BAD_FRAGMENT;
+        /* block for the oldest fragment, then take every result already there */
+        for (block = 1; done < posted; block = 0) {
+            seq = agg__seq_after(first_seq, done);
+            res = agg__slot(comm->results, comm->slot_stride, seq, comm->osts);
+            if (__atomic_load_n(&res->seq, __ATOMIC_ACQUIRE) != seq) {
+                if (!block) {
+                    break; /* refill the window before blocking again */
+                }
+                st = agg__wait_result(comm, res, seq);
+                if (st != AGG_OK) {
+                    agg_error("allreduce of %zu x %s (%s) on group %u: fragment %zu of "
+                              "%zu: %s", spec->count, agg_dtype_name(spec->dtype),
+                              agg_op_name(spec->op), comm->group_id, done, nfrags,
+                              agg_status_string(st));
+                    comm->broken = 1;
+                    return st;
+                }
             }
-        } else {
-            memcpy(dst + off * esize, (uint8_t *)res + AGG_FRAG_HDR_SIZE, n * esize);
+            off = done * per_frag;
+            n   = spec->count - off < per_frag ? spec->count - off : per_frag;
+            if (res->status != AGG_OK || res->count != n) {
+                /* keep draining so the group stays in step; report at the end */
+                if (result == AGG_OK) {
+                    result = res->status != AGG_OK ? (agg_status_t)res->status :
+                                                     AGG_ERR_BAD_FRAGMENT;
+                }
+            } else {
+                memcpy(dst + off * esize, (uint8_t *)res + AGG_FRAG_HDR_SIZE, n * esize);
+            }
+            ++done;
         }
-        ++done;
     }
     comm->ctx->frags_sent += nfrags;
     return result;

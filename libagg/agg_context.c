@@ -181,6 +181,14 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
     } else {
         agg_log_set_level((int)agg_conf_int(&ctx->conf, AGG_CONF_LOG_LEVEL));
         ctx->spin_count         = (long)agg_conf_int(&ctx->conf, AGG_CONF_SPIN_COUNT);
+        /* Spinning while ranks and switchsim outnumber the cores only takes
+         * the CPU from the process being waited for. */
+        if (ctx->conf.v[AGG_CONF_SPIN_COUNT].source == AGG_CONF_SRC_DEFAULT &&
+            spec->local_size > 0 && spec->local_size + 1 > sysconf(_SC_NPROCESSORS_ONLN)) {
+            agg_debug("%d local ranks + switchsim on %ld cores: no spinning",
+                      spec->local_size, sysconf(_SC_NPROCESSORS_ONLN));
+            ctx->spin_count = 0;
+        }
         ctx->coll_timeout_ms    = (int)agg_conf_int(&ctx->conf, AGG_CONF_COLL_TIMEOUT_MS);
         ctx->connect_timeout_ms = (int)agg_conf_int(&ctx->conf, AGG_CONF_CONNECT_TIMEOUT_MS);
         ctx->osts_per_group     = (uint32_t)agg_conf_int(&ctx->conf, AGG_CONF_OSTS_PER_GROUP);

@@ -127,7 +127,10 @@ int main(int argc, char **argv)
         return 2;
     }
     agg_log_set_level((int)agg_conf_int(&sim.conf, AGG_CONF_LOG_LEVEL));
-    sim.spin_count = (long)agg_conf_int(&sim.conf, AGG_CONF_SPIN_COUNT);
+    sim.spin_count     = (long)agg_conf_int(&sim.conf, AGG_CONF_SPIN_COUNT);
+    sim.spin_explicit  = sim.conf.v[AGG_CONF_SPIN_COUNT].source != AGG_CONF_SRC_DEFAULT;
+    sim.num_cpus       = sysconf(_SC_NPROCESSORS_ONLN);
+    sim.spin_effective = sim.spin_count;
     sim.am_fd      = -1;
     pthread_mutex_init(&sim.lock, NULL);
 

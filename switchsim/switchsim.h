@@ -43,6 +43,7 @@ typedef struct switchsim_group {
     uint32_t          *member_leaf; /* per member: index in nodes */
     uint64_t          *consumed;    /* per member: fragments taken so far */
     uint8_t           *acc_mem;     /* every slot's accumulator, one allocation */
+    int                published;   /* results written in this pass */
     char               shm_name[AGG_WIRE_NAME_LEN];
     agg_shm_group_t   *shm;
     size_t             shm_size;
@@ -72,7 +73,11 @@ typedef struct switchsim {
     pthread_t          dp_thread;
     int                dp_running;
     volatile int       dp_stop;
-    long               spin_count;
+    long               spin_count;     /* AGG_SPIN_COUNT */
+    int                spin_explicit;  /* set by the user: never adjusted */
+    long               spin_effective; /* 0 while processes outnumber cores */
+    long               num_cpus;
+    uint32_t           members_total;  /* members of all groups */
     switchsim_stats_t  stats;       /* written by the data thread only */
 } switchsim_t;
 
@@ -96,6 +101,13 @@ void switchsim_group_destroy_all(switchsim_t *sim);
 
 agg_status_t switchsim_dp_start(switchsim_t *sim);
 void switchsim_dp_stop(switchsim_t *sim);
+
+/*
+ * Recomputes how long the data thread spins: not at all when the members of
+ * all groups plus switchsim outnumber the cores, so that spinning never
+ * steals the CPU from the ranks it waits for. Caller holds sim->lock.
+ */
+void switchsim_dp_tune(switchsim_t *sim);
 
 /* Wakes the data thread (after the group list changed). */
 void switchsim_dp_kick(switchsim_t *sim);

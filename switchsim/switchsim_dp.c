@@ -55,8 +55,15 @@ static void switchsim__result(switchsim_t *sim, switchsim_group_t *g, uint32_t k
     res->status = s->status;
     __atomic_store_n(&res->seq, s->seq, __ATOMIC_SEQ_CST);
     sim->stats.results_out++;
+    g->published = 1; /* sleeping members are woken once per pass */
+}
+
+/* Wakes the members asleep on the group's result_gen, if any. */
+static void switchsim__wake_members(switchsim_group_t *g)
+{
     if (__atomic_load_n(&g->shm->waiters, __ATOMIC_SEQ_CST) != 0) {
-        agg_futex_wake(&res->seq, 0);
+        __atomic_fetch_add(&g->shm->result_gen, 1, __ATOMIC_SEQ_CST);
+        agg_futex_wake(&g->shm->result_gen, 0);
     }
 }
 
@@ -162,6 +169,10 @@ unsigned switchsim_dp_progress(switchsim_t *sim)
 
     for (g = sim->groups; g != NULL; g = g->next) {
         handled += switchsim__group_progress(sim, g);
+        if (g->published) {
+            g->published = 0;
+            switchsim__wake_members(g);
+        }
     }
     return handled;
 }
@@ -183,11 +194,11 @@ static void *switchsim__dp_main(void *arg)
             idle = 0;
             continue;
         }
-        if (++idle < sim->spin_count) {
+        if (++idle < sim->spin_effective) {
             agg_cpu_relax();
             continue;
         }
-        if (idle < sim->spin_count + 4) {
+        if (idle < sim->spin_effective + 4) {
             sched_yield(); /* let a rank on this core run before we sleep */
             continue;
         }
@@ -199,6 +210,13 @@ static void *switchsim__dp_main(void *arg)
         idle = 0;
     }
     return NULL;
+}
+
+void switchsim_dp_tune(switchsim_t *sim)
+{
+    int crowded = sim->num_cpus > 0 && (long)sim->members_total + 1 > sim->num_cpus;
+
+    sim->spin_effective = (crowded && !sim->spin_explicit) ? 0 : sim->spin_count;
 }
 
 void switchsim_dp_kick(switchsim_t *sim)

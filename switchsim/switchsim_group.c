@@ -77,11 +77,8 @@ static void switchsim__group_free(switchsim_group_t *g)
     if (g->shm != NULL) {
         __atomic_store_n(&g->shm->dead, 1, __ATOMIC_SEQ_CST);
         /* wake every rank sleeping on a result so it sees the group is gone */
-        for (i = 0; i < g->osts; ++i) {
-            agg_frag_hdr_t *res = (agg_frag_hdr_t *)((uint8_t *)g->shm +
-                                  g->shm->results_offset + (size_t)i * g->shm->slot_stride);
-            agg_futex_wake(&res->seq, 0);
-        }
+        __atomic_fetch_add(&g->shm->result_gen, 1, __ATOMIC_SEQ_CST);
+        agg_futex_wake(&g->shm->result_gen, 0);
         agg_shm_detach(g->shm, g->shm_size);
         agg_shm_unlink(g->shm_name);
     }
@@ -203,6 +200,8 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     sim->groups = g;
     sim->num_groups++;
     sim->stats.groups_total++;
+    sim->members_total += g->num_members;
+    switchsim_dp_tune(sim);
     pthread_mutex_unlock(&sim->lock);
     switchsim_dp_kick(sim);
 
@@ -227,6 +226,8 @@ agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id)
             g   = *pp;
             *pp = g->next;
             sim->num_groups--;
+            sim->members_total -= g->num_members;
+            switchsim_dp_tune(sim);
             break;
         }
     }

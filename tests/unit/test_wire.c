@@ -217,9 +217,12 @@ DEFINE_LAYOUT(shm_bell, agg_shm_bell_t, 64, SHM_BELL_LAYOUT)
     X(agg_shm_group_t, channels_offset, 32, 8)                                 \
     X(agg_shm_group_t, results_offset, 40, 8)                                  \
     X(agg_shm_group_t, total_size, 48, 8)                                      \
-    X(agg_shm_group_t, waiters, 56, 4)                                         \
-    X(agg_shm_group_t, dead, 60, 4)
-DEFINE_LAYOUT(shm_group, agg_shm_group_t, 64, SHM_GROUP_LAYOUT)
+    X(agg_shm_group_t, dead, 56, 4)                                            \
+    X(agg_shm_group_t, reserved, 60, 4)                                        \
+    X(agg_shm_group_t, waiters, 64, 4)                                         \
+    X(agg_shm_group_t, result_gen, 68, 4)                                      \
+    X(agg_shm_group_t, pad, 72, 56)
+DEFINE_LAYOUT(shm_group, agg_shm_group_t, 128, SHM_GROUP_LAYOUT)
 
 #define SHM_CHANNEL_LAYOUT(X)                                                  \
     X(agg_shm_channel_t, posted, 0, 4)                                         \
@@ -262,7 +265,7 @@ static const struct_pin_t structs[] = {
     STRUCT(stats_reply, agg_msg_stats_reply_t, 56, AGG_FMT_STATS_REPLY),
     STRUCT(frag_hdr, agg_frag_hdr_t, 16, NULL),
     STRUCT(shm_bell, agg_shm_bell_t, 64, NULL),
-    STRUCT(shm_group, agg_shm_group_t, 64, NULL),
+    STRUCT(shm_group, agg_shm_group_t, 128, NULL),
     STRUCT(shm_channel, agg_shm_channel_t, 64, NULL),
 };
 
@@ -276,12 +279,12 @@ _Static_assert(AGG_WIRE_MAX_BODY == 1048576u, "max body");
 _Static_assert(AGG_WIRE_NAME_LEN == 64, "name length");
 _Static_assert(AGG_SHM_GROUP_MAGIC == 0x47475341u, "group segment magic");
 _Static_assert(AGG_SHM_BELL_MAGIC == 0x4c424741u, "doorbell magic");
-_Static_assert(AGG_SHM_VERSION == 1, "shm version");
+_Static_assert(AGG_SHM_VERSION == 2, "shm version");
 _Static_assert(AGG_CACHE_LINE == 64, "cache line");
 _Static_assert(AGG_FRAG_HDR_SIZE >= sizeof(agg_frag_hdr_t), "frag header room");
 _Static_assert(AGG_FRAG_HDR_SIZE % AGG_CACHE_LINE == 0, "payload line-aligned");
 _Static_assert(sizeof(agg_shm_bell_t) == AGG_CACHE_LINE, "bell is one line");
-_Static_assert(sizeof(agg_shm_group_t) == AGG_CACHE_LINE, "group header is one line");
+_Static_assert(sizeof(agg_shm_group_t) == 2 * AGG_CACHE_LINE, "group header is two lines");
 _Static_assert(sizeof(agg_shm_channel_t) == AGG_CACHE_LINE, "channel is one line");
 _Static_assert(AGG_PEER_CLIENT == 1 && AGG_PEER_SIM == 2 && AGG_PEER_TOOL == 3, "peer kinds");
 
@@ -416,12 +419,12 @@ static void test_constants(void **state)
     assert_int_equal(AGG_WIRE_NAME_LEN, 64);
     assert_int_equal(AGG_SHM_GROUP_MAGIC, 0x47475341);
     assert_int_equal(AGG_SHM_BELL_MAGIC, 0x4c424741);
-    assert_int_equal(AGG_SHM_VERSION, 1);
+    assert_int_equal(AGG_SHM_VERSION, 2);
     assert_int_equal(AGG_CACHE_LINE, 64);
     assert_true(AGG_FRAG_HDR_SIZE >= sizeof(agg_frag_hdr_t));
     assert_int_equal(AGG_FRAG_HDR_SIZE % AGG_CACHE_LINE, 0);
     assert_int_equal(sizeof(agg_shm_bell_t), AGG_CACHE_LINE);
-    assert_int_equal(sizeof(agg_shm_group_t), AGG_CACHE_LINE);
+    assert_int_equal(sizeof(agg_shm_group_t), 2 * AGG_CACHE_LINE);
     assert_int_equal(sizeof(agg_shm_channel_t), AGG_CACHE_LINE);
     assert_int_equal(AGG_PEER_CLIENT, 1);
     assert_int_equal(AGG_PEER_SIM, 2);

@@ -196,7 +196,7 @@ typedef struct agg_msg_stats_reply {
 
 #define AGG_SHM_GROUP_MAGIC 0x47475341u /* "ASGG" */
 #define AGG_SHM_BELL_MAGIC  0x4c424741u /* "AGBL" */
-#define AGG_SHM_VERSION     1
+#define AGG_SHM_VERSION     2
 #define AGG_CACHE_LINE      64
 
 /*
@@ -243,9 +243,12 @@ typedef struct agg_shm_group {
     uint64_t channels_offset;
     uint64_t results_offset;
     uint64_t total_size;
-    uint32_t waiters;         /* ranks sleeping on a result seq */
     uint32_t dead;            /* set by switchsim when the group is torn down */
-    /* exactly one cache line: channels start right after, line-aligned */
+    uint32_t reserved;
+    /* second line: written on the data path, kept off the read-mostly line */
+    uint32_t waiters;         /* ranks asleep on result_gen */
+    uint32_t result_gen;      /* futex word: bumped after results were published */
+    uint8_t  pad[AGG_CACHE_LINE - 8];
 } agg_shm_group_t;
 
 typedef struct agg_shm_channel {

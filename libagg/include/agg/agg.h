@@ -36,6 +36,7 @@ typedef struct agg_oob_colls {
 typedef struct agg_context_spec {
     int             world_rank;
     int             world_size;
+    int             local_size;  /* ranks of the job on this host; 0 = unknown */
     agg_oob_colls_t oob;
     void           *oob_ctx;   /* for the whole job */
     const char     *config_file; /* NULL: $AGG_CONFIG_FILE if set */
