@@ -68,6 +68,7 @@ typedef struct switchsim {
     uint32_t           num_switches;
     agg_wire_switch_t *switches;    /* sorted by GUID */
     pthread_mutex_t    lock;        /* guards the group list */
+    uint32_t           ctl_waiting; /* the control thread wants the lock */
     switchsim_group_t *groups;
     uint32_t           num_groups;
     pthread_t          dp_thread;
@@ -80,6 +81,13 @@ typedef struct switchsim {
     uint32_t           members_total;  /* members of all groups */
     switchsim_stats_t  stats;       /* written by the data thread only */
 } switchsim_t;
+
+/*
+ * The control thread takes sim->lock through these, so the data thread,
+ * which re-takes it after every pass, lets it in promptly.
+ */
+void switchsim_ctl_lock(switchsim_t *sim);
+void switchsim_ctl_unlock(switchsim_t *sim);
 
 /* ---- groups (switchsim_group.c) ---- */
 

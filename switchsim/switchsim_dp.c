@@ -187,6 +187,9 @@ static void *switchsim__dp_main(void *arg)
 
     while (!__atomic_load_n(&sim->dp_stop, __ATOMIC_ACQUIRE)) {
         bell_val = __atomic_load_n(&bell->doorbell, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&sim->ctl_waiting, __ATOMIC_ACQUIRE)) {
+            sched_yield(); /* a group is being added or removed */
+        }
         pthread_mutex_lock(&sim->lock);
         handled = switchsim_dp_progress(sim);
         pthread_mutex_unlock(&sim->lock);
@@ -247,9 +250,21 @@ void switchsim_dp_stop(switchsim_t *sim)
     sim->dp_running = 0;
 }
 
+void switchsim_ctl_lock(switchsim_t *sim)
+{
+    __atomic_fetch_add(&sim->ctl_waiting, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&sim->lock);
+    __atomic_fetch_sub(&sim->ctl_waiting, 1, __ATOMIC_SEQ_CST);
+}
+
+void switchsim_ctl_unlock(switchsim_t *sim)
+{
+    pthread_mutex_unlock(&sim->lock);
+}
+
 void switchsim_stats_snapshot(switchsim_t *sim, switchsim_stats_t *out)
 {
-    pthread_mutex_lock(&sim->lock);
+    switchsim_ctl_lock(sim);
     *out = sim->stats;
-    pthread_mutex_unlock(&sim->lock);
+    switchsim_ctl_unlock(sim);
 }

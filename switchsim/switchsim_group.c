@@ -109,15 +109,15 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     if (st != AGG_OK) {
         return st;
     }
-    pthread_mutex_lock(&sim->lock);
+    switchsim_ctl_lock(sim);
     for (it = sim->groups; it != NULL; it = it->next) {
         if (it->id == cfg->group_id) {
-            pthread_mutex_unlock(&sim->lock);
+            switchsim_ctl_unlock(sim);
             agg_error("group %u already exists", cfg->group_id);
             return AGG_ERR_GROUP_ID;
         }
     }
-    pthread_mutex_unlock(&sim->lock);
+    switchsim_ctl_unlock(sim);
 
     g = calloc(1, sizeof(*g));
     if (g == NULL) {
@@ -195,14 +195,14 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     shm->version         = AGG_SHM_VERSION;
     __atomic_store_n(&shm->magic, AGG_SHM_GROUP_MAGIC, __ATOMIC_RELEASE);
 
-    pthread_mutex_lock(&sim->lock);
+    switchsim_ctl_lock(sim);
     g->next     = sim->groups;
     sim->groups = g;
     sim->num_groups++;
     sim->stats.groups_total++;
     sim->members_total += g->num_members;
     switchsim_dp_tune(sim);
-    pthread_mutex_unlock(&sim->lock);
+    switchsim_ctl_unlock(sim);
     switchsim_dp_kick(sim);
 
     agg_debug("group %u: %u members, %u nodes, %u OSTs x %u B, segment %s (%zu B)",
@@ -220,7 +220,7 @@ agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id)
 {
     switchsim_group_t **pp, *g = NULL;
 
-    pthread_mutex_lock(&sim->lock);
+    switchsim_ctl_lock(sim);
     for (pp = &sim->groups; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->id == group_id) {
             g   = *pp;
@@ -231,7 +231,7 @@ agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id)
             break;
         }
     }
-    pthread_mutex_unlock(&sim->lock);
+    switchsim_ctl_unlock(sim);
     if (g == NULL) {
         return AGG_ERR_GROUP_ID;
     }
@@ -245,13 +245,13 @@ void switchsim_group_destroy_all(switchsim_t *sim)
     switchsim_group_t *g;
 
     for (;;) {
-        pthread_mutex_lock(&sim->lock);
+        switchsim_ctl_lock(sim);
         g = sim->groups;
         if (g != NULL) {
             sim->groups = g->next;
             sim->num_groups--;
         }
-        pthread_mutex_unlock(&sim->lock);
+        switchsim_ctl_unlock(sim);
         if (g == NULL) {
             return;
         }
