@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agg/log.h"
+#include "agg/sock.h"
 
 void aggmgr_resources_init(aggmgr_t *am)
 {
@@ -193,18 +194,12 @@ err_free:
 static void aggmgr__group_teardown(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *g)
 {
     agg_msg_group_ref_t ref = {.job_id = job->id, .group_id = g->id};
-    agg_msg_status_t rep;
-    size_t len;
     agg_status_t st;
 
     if (am->sim.fd >= 0) {
         agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
-        st = aggmgr_sim_call(am, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref),
-                             AGG_MSG_GROUP_TEARDOWN_REPLY, &rep, sizeof(rep), &len);
-        if (st == AGG_OK) {
-            agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-            st = rep.status;
-        }
+        st = agg_msg_call_status(am->sim.fd, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref),
+                                 AGG_MSG_GROUP_TEARDOWN_REPLY, 5000);
         if (st != AGG_OK) {
             agg_warn("switchsim did not tear down group %u: %s", g->id,
                      agg_status_string(st));

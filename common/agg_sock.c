@@ -281,3 +281,19 @@ agg_status_t agg_msg_call(int fd, uint16_t type, const void *body, size_t len,
     *reply_len = hdr.length;
     return AGG_OK;
 }
+
+agg_status_t agg_msg_call_status(int fd, uint16_t type, const void *body, size_t len,
+                                 uint16_t reply_type, int timeout_ms)
+{
+    agg_msg_status_t rep;
+    size_t rep_len;
+    agg_status_t st;
+
+    st = agg_msg_call(fd, type, body, len, reply_type, &rep, sizeof(rep), &rep_len,
+                      timeout_ms);
+    if (st != AGG_OK) {
+        return st;
+    }
+    agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+    return (agg_status_t)rep.status;
+}

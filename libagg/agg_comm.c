@@ -145,21 +145,13 @@ static void agg__comm_detach(agg_comm_t *comm)
 static agg_status_t agg__group_release(agg_context_t *ctx, uint32_t group_id)
 {
     agg_msg_group_ref_t ref = {.job_id = ctx->job.job_id, .group_id = group_id};
-    agg_msg_status_t rep;
-    size_t len;
     agg_status_t st;
 
     st = agg__am_connect(ctx);
-    if (st != AGG_OK) {
-        return st;
-    }
-    agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
-    st = agg_msg_call(ctx->am_fd, AGG_MSG_GROUP_DESTROY, &ref, sizeof(ref),
-                      AGG_MSG_GROUP_DESTROY_REPLY, &rep, sizeof(rep), &len,
-                      ctx->connect_timeout_ms);
     if (st == AGG_OK) {
-        agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-        st = rep.status;
+        agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
+        st = agg_msg_call_status(ctx->am_fd, AGG_MSG_GROUP_DESTROY, &ref, sizeof(ref),
+                                 AGG_MSG_GROUP_DESTROY_REPLY, ctx->connect_timeout_ms);
     }
     if (st != AGG_OK) {
         agg_warn("aggmgr did not release group %u: %s", group_id, agg_status_string(st));

@@ -240,9 +240,7 @@ err_free:
 agg_status_t agg_context_finalize(agg_context_t *ctx)
 {
     agg_msg_job_ref_t ref = {0};
-    agg_msg_status_t rep;
     agg_status_t st = AGG_OK;
-    size_t len;
 
     if (ctx == NULL) {
         return AGG_ERR_INVALID_PARAM;
@@ -254,9 +252,8 @@ agg_status_t agg_context_finalize(agg_context_t *ctx)
     if (ctx->world_rank == 0 && ctx->am_fd >= 0) {
         ref.job_id = ctx->job.job_id;
         agg_wire_swap(&ref, AGG_FMT_JOB_REF, 1);
-        if (agg_msg_call(ctx->am_fd, AGG_MSG_JOB_DESTROY, &ref, sizeof(ref),
-                         AGG_MSG_JOB_DESTROY_REPLY, &rep, sizeof(rep), &len,
-                         ctx->connect_timeout_ms) != AGG_OK) {
+        if (agg_msg_call_status(ctx->am_fd, AGG_MSG_JOB_DESTROY, &ref, sizeof(ref),
+                                AGG_MSG_JOB_DESTROY_REPLY, ctx->connect_timeout_ms) != AGG_OK) {
             agg_warn("aggmgr did not confirm the end of job %u", ctx->job.job_id);
         }
     }

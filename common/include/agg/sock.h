@@ -39,6 +39,13 @@ agg_status_t agg_msg_call(int fd, uint16_t type, const void *body, size_t len,
                           uint16_t reply_type, void *reply, size_t cap,
                           size_t *reply_len, int timeout_ms);
 
+/*
+ * A request whose reply is a bare status: returns the transport error, or
+ * the status the peer answered with.
+ */
+agg_status_t agg_msg_call_status(int fd, uint16_t type, const void *body, size_t len,
+                                 uint16_t reply_type, int timeout_ms);
+
 /* Monotonic clock in milliseconds and nanoseconds. */
 int64_t agg_time_ms(void);
 uint64_t agg_time_ns(void);
