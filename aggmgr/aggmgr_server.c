@@ -335,6 +335,7 @@ static void aggmgr__accept(aggmgr_t *am)
         close(fd);
         return;
     }
+    agg_sock_nodelay(fd);
     memset(&am->conns[am->num_conns], 0, sizeof(am->conns[0]));
     am->conns[am->num_conns++].fd = fd;
 }

@@ -87,12 +87,19 @@ agg_status_t agg_sock_listen(const char *host, int port, int *fd_out, int *bound
     return AGG_OK;
 }
 
+void agg_sock_nodelay(int fd)
+{
+    int one = 1;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *fd_out)
 {
     struct sockaddr_storage ss;
     struct pollfd pfd;
     socklen_t len;
-    int fd, err = 0, one = 1, flags;
+    int fd, err = 0, flags;
     socklen_t errlen = sizeof(err);
 
     if (agg__sock_resolve(host, port, &ss, &len) != AGG_OK) {
@@ -119,7 +126,7 @@ agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *f
     }
     flags = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    agg_sock_nodelay(fd);
     *fd_out = fd;
     return AGG_OK;
 
@@ -152,7 +159,8 @@ static agg_status_t agg__sock_wait(int fd, short events, int64_t deadline)
     }
 }
 
-agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms)
+static agg_status_t agg__sock_send(int fd, const void *buf, size_t len, int timeout_ms,
+                                   int more)
 {
     const uint8_t *p = buf;
     int64_t deadline = agg_time_ms() + timeout_ms;
@@ -160,7 +168,7 @@ agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_
     ssize_t n;
 
     while (len > 0) {
-        n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
         if (n > 0) {
             p += n;
             len -= (size_t)n;
@@ -179,6 +187,11 @@ agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_
         return AGG_ERR_IO;
     }
     return AGG_OK;
+}
+
+agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms)
+{
+    return agg__sock_send(fd, buf, len, timeout_ms, 0);
 }
 
 agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms)
@@ -223,7 +236,9 @@ agg_status_t agg_msg_send(int fd, uint16_t type, uint32_t txid, const void *body
         return AGG_ERR_INVALID_PARAM;
     }
     agg_wire_hdr_encode(&hdr, type, (uint32_t)len, txid);
-    st = agg_sock_send_all(fd, &hdr, sizeof(hdr), timeout_ms);
+    /* MSG_MORE keeps header and body in one segment: a lone header would
+     * otherwise wait for the peer's delayed ACK (40 ms) under Nagle. */
+    st = agg__sock_send(fd, &hdr, sizeof(hdr), timeout_ms, len > 0);
     if (st == AGG_OK && len > 0) {
         st = agg_sock_send_all(fd, body, len, timeout_ms);
     }

@@ -16,6 +16,9 @@ agg_status_t agg_sock_listen(const char *host, int port, int *fd, int *bound_por
 /* Connects to host:port within timeout_ms. */
 agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *fd);
 
+/* Small control messages go out at once (TCP_NODELAY). */
+void agg_sock_nodelay(int fd);
+
 agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms);
 agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms);
 
