@@ -1,0 +1,206 @@
+/*
+ * Settings shown to a person: the dump behind agg_info -c, and the warnings
+ * for names that are almost, but not quite, a setting. The suggestions live
+ * here because they are about talking to the user, not about loading.
+ */
+#include "agg_conf_int.h"
+#include "agg/log.h"
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define AGG__CONF_NAME_MAX 128 /* longest name the suggestions compare */
+#define AGG__CONF_VALUE_SHOWN 64 /* value characters quoted in a warning */
+
+/* Edit distance, case-insensitive: how far a typo is from a real name. */
+static size_t agg__conf_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), i, j;
+    size_t row[AGG__CONF_NAME_MAX + 1];
+
+    if (la > AGG__CONF_NAME_MAX || lb > AGG__CONF_NAME_MAX) {
+        return SIZE_MAX;
+    }
+    for (j = 0; j <= lb; j++) {
+        row[j] = j;
+    }
+    for (i = 1; i <= la; i++) {
+        size_t diag = row[0];
+
+        row[0] = i;
+        for (j = 1; j <= lb; j++) {
+            size_t up   = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t best = diag + cost;
+
+            if (up + 1 < best) {
+                best = up + 1;
+            }
+            if (row[j - 1] + 1 < best) {
+                best = row[j - 1] + 1;
+            }
+            row[j] = best;
+            diag   = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *agg__conf_nearest(const char *name, int want_env)
+{
+    size_t best = SIZE_MAX, limit = strlen(name) / 3;
+    const char *found = NULL;
+    int id, k;
+
+    for (id = 0; id < AGG_CONF__COUNT; id++) {
+        const agg_conf_row_t *row = &agg_conf_table[id];
+        const char *const *cands  = want_env ? row->env : &row->key;
+        int ncands                = want_env ? 3 : 1;
+
+        for (k = 0; k < ncands && cands[k] != NULL; k++) {
+            size_t d = agg__conf_distance(name, cands[k]);
+
+            if (d < best) {
+                best  = d;
+                found = cands[k];
+            }
+        }
+    }
+    if (limit < 2) {
+        limit = 2;
+    }
+    return best <= limit ? found : NULL;
+}
+
+int agg_conf_check_env(char *const *envp, void (*warn)(const char *msg, void *arg),
+                       void *arg)
+{
+    static const char *const prefixes[] = {"SHARP_COLL_", "HCOLL_", "AGG_"};
+    char name[AGG__CONF_NAME_MAX + 1], msg[512];
+    int unknown = 0;
+    size_t p;
+
+    if (envp == NULL) {
+        envp = environ;
+    }
+    for (; *envp != NULL; envp++) {
+        const char *entry = *envp;
+        const char *eq    = strchr(entry, '=');
+        size_t len        = eq ? (size_t)(eq - entry) : strlen(entry);
+        const char *hint;
+        int ours = 0;
+
+        for (p = 0; p < sizeof(prefixes) / sizeof(prefixes[0]); p++) {
+            ours |= strncmp(entry, prefixes[p], strlen(prefixes[p])) == 0;
+        }
+        if (!ours) {
+            continue;
+        }
+        if (len > AGG__CONF_NAME_MAX) {
+            len = AGG__CONF_NAME_MAX;
+        }
+        memcpy(name, entry, len);
+        name[len] = '\0';
+        if (strcmp(name, AGG__CONF_FILE_ENV) == 0 || agg_conf_find_env(name) != NULL) {
+            continue;
+        }
+        unknown++;
+        hint = agg__conf_nearest(name, 1);
+        snprintf(msg, sizeof(msg), "unknown variable %s=%.*s%s ignored%s%s%s", name,
+                 AGG__CONF_VALUE_SHOWN, eq ? eq + 1 : "",
+                 (eq && strlen(eq + 1) > AGG__CONF_VALUE_SHOWN) ? "..." : "",
+                 hint ? "; did you mean " : "", hint ? hint : "", hint ? "?" : "");
+        if (warn != NULL) {
+            warn(msg, arg);
+        } else {
+            agg_warn("%s", msg);
+        }
+    }
+    return unknown;
+}
+
+static void agg__conf_dump_scope(unsigned scope, FILE *out)
+{
+    static const char *const names[] = {"client library", "hcoll shim", "aggmgr",
+                                        "switchsim"};
+    const char *sep = "";
+    unsigned bit;
+
+    if ((scope & AGG_CONF_SCOPE_ALL) == AGG_CONF_SCOPE_ALL) {
+        fprintf(out, "# read by every program\n");
+        return;
+    }
+    fprintf(out, "# read by ");
+    for (bit = 0; bit < 4; bit++) {
+        if (scope & (1u << bit)) {
+            fprintf(out, "%s%s", sep, names[bit]);
+            sep = ", ";
+        }
+    }
+    fprintf(out, "\n");
+}
+
+/* Prints text as indented lines of at most `width` columns. */
+static void agg__conf_dump_wrapped(const char *text, int indent, int width, FILE *out)
+{
+    int col = 0;
+
+    while (*text != '\0') {
+        int wlen = (int)strcspn(text, " ");
+
+        if (col > 0 && col + 1 + wlen > width) {
+            fputc('\n', out);
+            col = 0;
+        }
+        if (col == 0) {
+            fprintf(out, "%*s%.*s", indent, "", wlen, text);
+            col = indent + wlen;
+        } else {
+            fprintf(out, " %.*s", wlen, text);
+            col += 1 + wlen;
+        }
+        text += wlen;
+        text += strspn(text, " ");
+    }
+    if (col > 0) {
+        fputc('\n', out);
+    }
+}
+
+void agg_conf_dump(const agg_conf_t *conf, unsigned scope_mask, FILE *out)
+{
+    unsigned last_scope = 0;
+    char expect[128], line[512];
+    int id, k, printed = 0;
+
+    for (id = 0; id < AGG_CONF__COUNT; id++) {
+        const agg_conf_row_t *row   = &agg_conf_table[id];
+        const agg_conf_value_t *val = &conf->v[id];
+        int quoted = row->type == AGG_CONF_T_STRING || row->type == AGG_CONF_T_ADDR;
+
+        if (!(row->scope & scope_mask)) {
+            continue;
+        }
+        if (row->scope != last_scope) {
+            fprintf(out, "%s", printed ? "\n" : "");
+            agg__conf_dump_scope(row->scope, out);
+            last_scope = row->scope;
+        }
+        fprintf(out, "\n%s = %s%s%s   (source: %s)\n", row->key, quoted ? "\"" : "", val->s,
+                quoted ? "\"" : "", val->where);
+        fprintf(out, "    env:");
+        for (k = 0; k < 3 && row->env[k] != NULL; k++) {
+            fprintf(out, "%s %s", k ? "," : "", row->env[k]);
+        }
+        fprintf(out, "\n");
+        agg__conf_dump_wrapped(row->doc, 4, 78, out);
+        agg__conf_expect(row, expect, sizeof(expect));
+        snprintf(line, sizeof(line), "Takes %s; default %s%s%s%s", expect,
+                 quoted ? "\"" : "", row->defval, quoted ? "\"" : "",
+                 (row->flags & AGG_CONF_F_RELOADABLE) ? "; reloadable (SIGHUP)" : "");
+        agg__conf_dump_wrapped(line, 4, 78, out);
+        printed = 1;
+    }
+}
