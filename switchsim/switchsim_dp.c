@@ -182,7 +182,7 @@ static void *switchsim__dp_main(void *arg)
     switchsim_t *sim = arg;
     agg_shm_bell_t *bell = sim->bell;
     uint32_t bell_val;
-    long idle = 0;
+    long idle = 0, spin;
     unsigned handled;
 
     while (!__atomic_load_n(&sim->dp_stop, __ATOMIC_ACQUIRE)) {
@@ -197,11 +197,12 @@ static void *switchsim__dp_main(void *arg)
             idle = 0;
             continue;
         }
-        if (++idle < sim->spin_effective) {
+        spin = __atomic_load_n(&sim->spin_effective, __ATOMIC_RELAXED);
+        if (++idle < spin) {
             agg_cpu_relax();
             continue;
         }
-        if (idle < sim->spin_effective + 4) {
+        if (idle < spin + 4) {
             sched_yield(); /* let a rank on this core run before we sleep */
             continue;
         }
@@ -219,7 +220,10 @@ void switchsim_dp_tune(switchsim_t *sim)
 {
     int crowded = sim->num_cpus > 0 && (long)sim->members_total + 1 > sim->num_cpus;
 
-    sim->spin_effective = (crowded && !sim->spin_explicit) ? 0 : sim->spin_count;
+    /* read by the data thread between passes, without the lock */
+    __atomic_store_n(&sim->spin_effective,
+                     (crowded && !sim->spin_explicit) ? 0 : sim->spin_count,
+                     __ATOMIC_RELAXED);
 }
 
 void switchsim_dp_kick(switchsim_t *sim)

@@ -5,7 +5,8 @@
 #   tools/bootstrap.sh demo   # 4-rank MPI allreduce through aggmgr + switchsim,
 #                             # offload path and host path side by side
 #   tools/bootstrap.sh test   # every test (warnings as errors), then again
-#                             # under AddressSanitizer + UndefinedBehaviorSanitizer
+#                             # under AddressSanitizer + UndefinedBehaviorSanitizer,
+#                             # then under ThreadSanitizer
 set -euo pipefail
 
 mode=${1:-}
@@ -68,3 +69,8 @@ SANITIZER_PRELOAD=$(gcc -print-file-name=libasan.so)
 # Open MPI itself leaks at exit; our own code's leaks are checked by the unit
 # tests, which run with leak detection on (see tests/CMakeLists.txt).
 (cd "$ROOT/build-asan" && ctest --output-on-failure --timeout 900)
+
+build "$ROOT/build-tsan" -DAGG_WERROR=ON -DAGG_TSAN=ON
+echo "== tests under ThreadSanitizer"
+SANITIZER_PRELOAD=$(gcc -print-file-name=libtsan.so)
+(cd "$ROOT/build-tsan" && ctest --output-on-failure --timeout 900)

@@ -20,4 +20,5 @@ echo "switchsim: fragments_in=$frags results_out=$results errors=$errors"
 [ "${errors:-1}" -eq 0 ] || fail "switchsim saw $errors bad fragments"
 # each result needs a fragment from every member of its group
 [ "$frags" -ge "$results" ] || fail "fewer fragments ($frags) than results ($results)"
+check_clean "$TMP"/*
 echo "PASS"

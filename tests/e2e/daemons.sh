@@ -92,4 +92,5 @@ SHARP_COLL_LOG_LEVEL=4 SHARP_COLL_LOG_LEVLE=1 "$BIN/agg_info" -c >"$TMP/info" 2>
 grep -q "SHARP_COLL_LOG_LEVEL" "$TMP/info" || fail "agg_info -c misses SHARP_COLL_LOG_LEVEL"
 grep -A3 "^log_level" "$TMP/info" | grep -q "env SHARP_COLL_LOG_LEVEL" || fail "agg_info -c does not say the value came from the environment"
 grep -q "did you mean SHARP_COLL_LOG_LEVEL" "$TMP/info.err" || { cat "$TMP/info.err"; fail "no suggestion for a misspelt variable"; }
+check_clean "$TMP"/*
 echo "PASS"

@@ -30,4 +30,5 @@ grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/outq" || { cat 
 [ "$(stat groups_total "$TMP/statsq")" -eq 1 ] || fail "expected exactly one group within the quota"
 [ "$(stat fragments_in "$TMP/statsq")" -gt 0 ] || fail "the world communicator was not offloaded"
 grep -q "not offloaded: quota exceeded" "$TMP/outq" || { cat "$TMP/outq"; fail "no message saying why a communicator was not offloaded"; }
+check_clean "$TMP"/*
 echo "PASS"

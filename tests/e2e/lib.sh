@@ -32,6 +32,15 @@ if [ -n "${SANITIZER_PRELOAD:-}" ]; then
     MPIRUN+=(-x ASAN_OPTIONS)
 fi
 
+# A sanitizer report anywhere in a run's output fails the test, also when it
+# came from a daemon whose exit status aggrun does not pass on.
+check_clean() {
+    if grep -qE "ERROR: AddressSanitizer|WARNING: ThreadSanitizer|runtime error:|ERROR: LeakSanitizer" "$@"; then
+        grep -E -A12 "ERROR: AddressSanitizer|WARNING: ThreadSanitizer|runtime error:|ERROR: LeakSanitizer" "$@" | head -60
+        fail "sanitizer report in the output"
+    fi
+}
+
 fail() {
     echo "FAIL: $*" >&2
     exit 1

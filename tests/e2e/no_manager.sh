@@ -24,4 +24,5 @@ fi
 cat "$TMP/out3"
 grep -q "HCOLL_ENABLE_SHARP=3" "$TMP/out3" || fail "the error does not say which setting forced it"
 grep -q "$addr" "$TMP/out3" || fail "the error does not name the address $addr"
+check_clean "$TMP"/*
 echo "PASS"
