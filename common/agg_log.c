@@ -10,7 +10,7 @@ int agg_log_level_current = AGG_LOG_WARN;
 static char agg__log_prefix[96];
 
 static const char *const agg__log_tags[] = {
-    "FATAL", "ERROR", "WARN ", "INFO ", "DEBUG", "TRACE",
+    "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE",
 };
 
 void agg_log_set_level(int level)

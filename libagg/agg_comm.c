@@ -130,6 +130,9 @@ static agg_status_t agg__comm_attach(agg_comm_t *comm, const agg__group_info_t *
     comm->chan            = (agg_shm_channel_t *)((uint8_t *)shm + shm->channels_offset +
                                                   (size_t)comm->rank * shm->channel_stride);
     comm->send_slots      = (uint8_t *)(comm->chan + 1);
+    comm->leaf_guid       = comm->chan->leaf_guid;
+    agg_debug("communicator rank %d of %d: group %u, leaf switch 0x%016llx", comm->rank,
+              comm->size, info->group_id, (unsigned long long)comm->leaf_guid);
     comm->results         = (uint8_t *)shm + shm->results_offset;
     return AGG_OK;
 }
@@ -207,7 +210,8 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
         }
         goto err_detach;
     }
-    if (ctx->world_rank == 0 || spec->rank == 0) {
+    /* SHARP's group line, from world rank 0 only (complaint: log spam) */
+    if (ctx->world_rank == 0) {
         agg_info("[group#:%d] group id:%x tree idx:0 tree_type:LLT rail_idx:0 group size:%d "
                  "quota: (osts:%u user_data_per_ost:%u) mgid: (subnet prefix:0x0 "
                  "interface id:0x0) mlid:0 depth:%u nodes:%u leaf:0x%016llx",

@@ -29,6 +29,7 @@ struct agg_comm {
     int                size;
     void              *oob_ctx;
     uint32_t           group_id;
+    uint64_t           leaf_guid;  /* the aggregation node this rank sends to */
     uint32_t           osts;
     uint32_t           payload_per_ost;
     uint32_t           slot_stride;

@@ -192,6 +192,11 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     shm->channels_offset = sizeof(agg_shm_group_t);
     shm->results_offset  = sizeof(agg_shm_group_t) + (size_t)g->num_members * channel_stride;
     shm->total_size      = g->shm_size;
+    for (i = 0; i < g->num_members; ++i) {
+        agg_shm_channel_t *ch = (agg_shm_channel_t *)((uint8_t *)shm + shm->channels_offset +
+                                                      (size_t)i * channel_stride);
+        ch->leaf_guid = g->nodes[g->member_leaf[i]].guid;
+    }
     shm->version         = AGG_SHM_VERSION;
     __atomic_store_n(&shm->magic, AGG_SHM_GROUP_MAGIC, __ATOMIC_RELEASE);
 

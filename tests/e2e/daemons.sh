@@ -14,6 +14,20 @@ fi
 cat "$TMP/mgr.out"
 grep -q "$TMP/bad.topo:[0-9]" "$TMP/mgr.out" || fail "the topology error does not name file:line"
 
+# malformed configuration file: file, line and what was expected
+printf 'log_level = 3;\nam_max_jobs = "many";\n' >"$TMP/bad.conf"
+if "$BIN/aggmgr" -c "$TMP/bad.conf" --listen 127.0.0.1:0 >"$TMP/conf.out" 2>&1; then
+    fail "aggmgr accepted a malformed configuration file"
+fi
+cat "$TMP/conf.out"
+grep -q "$TMP/bad.conf:2" "$TMP/conf.out" || fail "the configuration error does not name file:line"
+printf 'log_level = = 3;\n' >"$TMP/bad2.conf"   # a syntax error
+if "$BIN/switchsim" -c "$TMP/bad2.conf" >"$TMP/conf2.out" 2>&1; then
+    fail "switchsim accepted a malformed configuration file"
+fi
+cat "$TMP/conf2.out"
+grep -q "$TMP/bad2.conf:[0-9]" "$TMP/conf2.out" || fail "the syntax error does not name file:line"
+
 # aggrun: exit status, and a real topology file
 set +e
 "$BIN/aggrun" -- sh -c 'exit 7'

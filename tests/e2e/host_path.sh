@@ -30,5 +30,15 @@ grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/outq" || { cat 
 [ "$(stat groups_total "$TMP/statsq")" -eq 1 ] || fail "expected exactly one group within the quota"
 [ "$(stat fragments_in "$TMP/statsq")" -gt 0 ] || fail "the world communicator was not offloaded"
 grep -q "not offloaded: quota exceeded" "$TMP/outq" || { cat "$TMP/outq"; fail "no message saying why a communicator was not offloaded"; }
+# SHARP's INFO lines at SHARP_COLL_LOG_LEVEL=3, once each, from rank 0 only
+count() { grep -cE "$1" "$TMP/outq" || true; }
+[ "$(count 'libagg:0:.*INFO job \(ID: [0-9]+\) resource request quota: \( osts:0 user_data_per_ost:0 max_groups:1 max_qps:1 max_group_channels:1, num_trees:1\)')" -eq 1 ] ||
+    fail "no single job quota INFO line"
+[ "$(count 'libagg:0:.*INFO tree_info: type:LLT tree idx:0 treeID:0x[0-9a-f]+ caps:0x6 quota: \( osts:204 user_data_per_ost:1024 max_groups:1 ')" -eq 1 ] ||
+    fail "no single tree_info INFO line"
+[ "$(count 'libagg:0:.*INFO \[group#:0\] group id:[0-9a-f]+ tree idx:0 tree_type:LLT rail_idx:0 group size:4 quota: \(osts:8 user_data_per_ost:1024\)')" -eq 1 ] ||
+    fail "no single group INFO line"
+[ "$(count 'libagg:[1-9][0-9]*:.*INFO (job|tree_info|\[group#)')" -eq 0 ] || fail "SHARP's INFO lines from ranks other than 0"
+
 check_clean "$TMP"/*
 echo "PASS"

@@ -95,6 +95,12 @@ static void test_two_level_sum(void **state)
 
     assert_int_equal(g->nodes[0].expected, 2);
     assert_int_equal(g->nodes[1].expected, 2);
+    /* every member can read which node its fragments enter */
+    for (m = 0; m < 4; ++m) {
+        agg_shm_channel_t *ch = (agg_shm_channel_t *)((uint8_t *)g->shm +
+                                g->shm->channels_offset + (size_t)m * g->shm->channel_stride);
+        assert_int_equal(ch->leaf_guid, m < 2 ? 0x20 : 0x30);
+    }
     for (seq = 1; seq <= 10; ++seq) { /* more than osts: slots are reused */
         for (m = 0; m < 4; ++m) {
             for (i = 0; i < 64; ++i) {

@@ -226,7 +226,9 @@ DEFINE_LAYOUT(shm_group, agg_shm_group_t, 128, SHM_GROUP_LAYOUT)
 
 #define SHM_CHANNEL_LAYOUT(X)                                                  \
     X(agg_shm_channel_t, posted, 0, 4)                                         \
-    X(agg_shm_channel_t, pad, 4, 60)
+    X(agg_shm_channel_t, reserved, 4, 4)                                       \
+    X(agg_shm_channel_t, leaf_guid, 8, 8)                                      \
+    X(agg_shm_channel_t, pad, 16, 48)
 DEFINE_LAYOUT(shm_channel, agg_shm_channel_t, 64, SHM_CHANNEL_LAYOUT)
 
 typedef struct struct_pin {
@@ -279,7 +281,7 @@ _Static_assert(AGG_WIRE_MAX_BODY == 1048576u, "max body");
 _Static_assert(AGG_WIRE_NAME_LEN == 64, "name length");
 _Static_assert(AGG_SHM_GROUP_MAGIC == 0x47475341u, "group segment magic");
 _Static_assert(AGG_SHM_BELL_MAGIC == 0x4c424741u, "doorbell magic");
-_Static_assert(AGG_SHM_VERSION == 2, "shm version");
+_Static_assert(AGG_SHM_VERSION == 3, "shm version");
 _Static_assert(AGG_CACHE_LINE == 64, "cache line");
 _Static_assert(AGG_FRAG_HDR_SIZE >= sizeof(agg_frag_hdr_t), "frag header room");
 _Static_assert(AGG_FRAG_HDR_SIZE % AGG_CACHE_LINE == 0, "payload line-aligned");
@@ -419,7 +421,7 @@ static void test_constants(void **state)
     assert_int_equal(AGG_WIRE_NAME_LEN, 64);
     assert_int_equal(AGG_SHM_GROUP_MAGIC, 0x47475341);
     assert_int_equal(AGG_SHM_BELL_MAGIC, 0x4c424741);
-    assert_int_equal(AGG_SHM_VERSION, 2);
+    assert_int_equal(AGG_SHM_VERSION, 3);
     assert_int_equal(AGG_CACHE_LINE, 64);
     assert_true(AGG_FRAG_HDR_SIZE >= sizeof(agg_frag_hdr_t));
     assert_int_equal(AGG_FRAG_HDR_SIZE % AGG_CACHE_LINE, 0);

@@ -196,7 +196,7 @@ typedef struct agg_msg_stats_reply {
 
 #define AGG_SHM_GROUP_MAGIC 0x47475341u /* "ASGG" */
 #define AGG_SHM_BELL_MAGIC  0x4c424741u /* "AGBL" */
-#define AGG_SHM_VERSION     2
+#define AGG_SHM_VERSION     3
 #define AGG_CACHE_LINE      64
 
 /*
@@ -252,8 +252,10 @@ typedef struct agg_shm_group {
 } agg_shm_group_t;
 
 typedef struct agg_shm_channel {
-    uint32_t posted;  /* fragments posted by the member, ever */
-    uint8_t  pad[AGG_CACHE_LINE - 4];
+    uint32_t posted;    /* fragments posted by the member, ever */
+    uint32_t reserved;
+    uint64_t leaf_guid; /* the aggregation node this member's fragments enter */
+    uint8_t  pad[AGG_CACHE_LINE - 16];
 } agg_shm_channel_t;
 
 #define AGG_FRAG_HDR_SIZE AGG_CACHE_LINE /* payload starts one cache line in */
