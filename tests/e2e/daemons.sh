@@ -95,11 +95,30 @@ PY
 sim=$!
 for _ in $(seq 100); do grep -q ready "$TMP/ready" && break; sleep 0.05; done
 grep -q ready "$TMP/ready" || fail "switchsim could not register after the garbage"
-kill -TERM $sim $mgr
+kill -TERM $sim
 wait $sim || fail "switchsim exited with $? on SIGTERM"
+kill -TERM $mgr
 wait $mgr || fail "aggmgr exited with $? on SIGTERM"
 grep -q "malformed" "$TMP/mgr2.err" || { cat "$TMP/mgr2.err"; fail "aggmgr did not report the malformed request"; }
 check_no_shm_left "$sim"
+
+# SIGHUP reloads what is reloadable (log_level), keeps the rest
+port=$(free_port)
+printf 'log_level = 2;\n' >"$TMP/hup.conf"
+"$BIN/aggmgr" -c "$TMP/hup.conf" --listen 127.0.0.1:$port 2>"$TMP/hup.err" &
+mgr=$!
+sleep 0.5
+printf 'log_level = 4;\nam_max_jobs = 7;\n' >"$TMP/hup.conf"
+kill -HUP $mgr
+for _ in $(seq 100); do grep -q "reloaded" "$TMP/hup.err" && break; sleep 0.05; done
+printf 'log_level = 4;\nam_max_jobs = "x";\n' >"$TMP/hup.conf"
+kill -HUP $mgr
+for _ in $(seq 100); do grep -q "reload failed" "$TMP/hup.err" && break; sleep 0.05; done
+kill -TERM $mgr
+wait $mgr || fail "aggmgr exited with $? after SIGHUP and SIGTERM"
+cat "$TMP/hup.err"
+grep -q "reloadable settings reloaded" "$TMP/hup.err" || fail "SIGHUP did not reload (log_level 4 should show the INFO line)"
+grep -q "reload failed, keeping the old settings: $TMP/hup.conf:2" "$TMP/hup.err" || fail "a bad file on SIGHUP was not reported with file:line"
 
 # agg_info -c: every setting, with its source
 SHARP_COLL_LOG_LEVEL=4 SHARP_COLL_LOG_LEVLE=1 "$BIN/agg_info" -c >"$TMP/info" 2>"$TMP/info.err"
