@@ -5,6 +5,7 @@
  * runs the command, stops both daemons (also on Ctrl-C or SIGTERM) and exits
  * with the command's status.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -137,6 +139,28 @@ static int aggrun_stop(pid_t pid, const char *name)
     return status;
 }
 
+/* Whether host:port can be bound now (nobody listens there). */
+static int aggrun_addr_free(const char *addr)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    char host[256];
+    int port, fd, ok, one = 1;
+
+    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != 0 ||
+        inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        return 1; /* not an IPv4 literal: let aggmgr try and report */
+    }
+    sa.sin_port = htons((uint16_t)port);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return 1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
 static void aggrun_self_dir(char *dir, size_t cap)
 {
     ssize_t n = readlink("/proc/self/exe", dir, cap - 1);
@@ -161,7 +185,7 @@ int main(int argc, char **argv)
     char *mgr_argv[12], *sim_argv[10];
     pid_t mgr = -1, sim = -1, child = -1;
     struct sigaction sa = {0};
-    int i, cmd = -1, fd, m, s, status = 0, rc = 1, attempt;
+    int i, cmd = -1, fd, m, s, status = 0, rc = 1;
     agg_conf_t conf;
     char err[512];
 
@@ -204,47 +228,41 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    /* The configured address first (users and docs expect it); if it is taken,
-     * e.g. by another aggrun, any free loopback port. */
-    for (attempt = 0; attempt < 2 && mgr < 0; ++attempt) {
-        if (attempt == 0) {
-            snprintf(addr, sizeof(addr), "%s", agg_conf_str(&conf, AGG_CONF_AM_ADDR));
-        } else {
-            snprintf(addr, sizeof(addr), "127.0.0.1:0");
-        }
-        m = 0;
-        mgr_argv[m++] = mgr_path;
-        mgr_argv[m++] = "--listen";
-        mgr_argv[m++] = addr;
-        mgr_argv[m++] = "--ready-fd";
-        mgr_argv[m++] = "3";
-        if (config) {
-            mgr_argv[m++] = "--config";
-            mgr_argv[m++] = (char *)config;
-        }
-        if (topology) {
-            mgr_argv[m++] = "--topology";
-            mgr_argv[m++] = (char *)topology;
-        } else if (fat_tree) {
-            mgr_argv[m++] = "--fat-tree";
-            mgr_argv[m++] = (char *)fat_tree;
-        }
-        mgr_argv[m] = NULL;
-        mgr = aggrun_spawn(mgr_argv, &fd);
-        if (mgr < 0) {
-            fprintf(stderr, "aggrun: cannot start %s: %s\n", mgr_path, strerror(errno));
-            return 1;
-        }
-        if (aggrun_read_line(fd, line, sizeof(line), AGGRUN_START_TIMEOUT_MS) != 0) {
-            close(fd);
-            waitpid(mgr, &status, WNOHANG) == mgr ? (void)0 : (void)aggrun_stop(mgr, "aggmgr");
-            mgr = -1;
-            if (topology || attempt == 1) {
-                fprintf(stderr, "aggrun: aggmgr did not start (see its messages above)\n");
-                return 1;
-            }
-            continue;
-        }
+    /* The configured address (users and docs expect it) if it is free; when
+     * another aggrun holds it, any free loopback port: the command learns it
+     * from AGG_AM_ADDR either way. */
+    snprintf(addr, sizeof(addr), "%s", agg_conf_str(&conf, AGG_CONF_AM_ADDR));
+    if (!aggrun_addr_free(addr)) {
+        snprintf(addr, sizeof(addr), "127.0.0.1:0");
+    }
+    m = 0;
+    mgr_argv[m++] = mgr_path;
+    mgr_argv[m++] = "--listen";
+    mgr_argv[m++] = addr;
+    mgr_argv[m++] = "--ready-fd";
+    mgr_argv[m++] = "3";
+    if (config) {
+        mgr_argv[m++] = "--config";
+        mgr_argv[m++] = (char *)config;
+    }
+    if (topology) {
+        mgr_argv[m++] = "--topology";
+        mgr_argv[m++] = (char *)topology;
+    } else if (fat_tree) {
+        mgr_argv[m++] = "--fat-tree";
+        mgr_argv[m++] = (char *)fat_tree;
+    }
+    mgr_argv[m] = NULL;
+    mgr = aggrun_spawn(mgr_argv, &fd);
+    if (mgr < 0) {
+        fprintf(stderr, "aggrun: cannot start %s: %s\n", mgr_path, strerror(errno));
+        return 1;
+    }
+    if (aggrun_read_line(fd, line, sizeof(line), AGGRUN_START_TIMEOUT_MS) != 0) {
+        close(fd);
+        aggrun_stop(mgr, "aggmgr");
+        mgr = -1;
+    } else {
         close(fd);
         snprintf(addr, sizeof(addr), "%s", line);
     }
