@@ -176,8 +176,11 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
     PMPI_Comm_rank(comm, &spec.rank);
     PMPI_Comm_size(comm, &spec.size);
     if (shim.level <= 2 && spec.size < shim.np) {
-        agg_debug("communicator of %d ranks below HCOLL_SHARP_NP=%lld: host path",
-                  spec.size, shim.np);
+        /* say why the network is not used (users' first complaint about SHARP) */
+        if (spec.rank == 0) {
+            agg_info("communicator of %d ranks stays on the host path: below "
+                     "HCOLL_SHARP_NP=%lld", spec.size, shim.np);
+        }
         goto out;
     }
     ranks       = malloc((size_t)spec.size * sizeof(int));
@@ -203,7 +206,7 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
     free(world_ranks);
     if (st == AGG_OK) {
         sc->state = SHIM_COMM_READY;
-    } else {
+    } else if (spec.rank == 0) {
         agg_info("communicator of %d ranks stays on the host path: %s", spec.size,
                  agg_strerror(st));
     }
