@@ -217,7 +217,7 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
                  "interface id:0x0) mlid:0 depth:%u nodes:%u leaf:0x%016llx",
                  ctx->num_comms, info.group_id, spec->size, info.osts,
                  info.payload_per_ost, info.tree_depth, info.tree_nodes,
-                 (unsigned long long)(leaf_guids ? leaf_guids[0] : 0));
+                 (unsigned long long)comm->leaf_guid);
     }
     ctx->num_comms++;
     free(leaf_guids);
