@@ -9,20 +9,7 @@
 #include <string.h>
 
 #include "agg/log.h"
-#include "agg/shm.h"
 #include "agg/sock.h"
-
-/* What the communicator's rank 0 learns from aggmgr and broadcasts. */
-typedef struct agg__group_info {
-    int32_t  status;
-    uint32_t group_id;
-    uint32_t osts;
-    uint32_t payload_per_ost;
-    uint32_t tree_depth;
-    uint32_t tree_nodes;
-    char     shm_name[AGG_WIRE_NAME_LEN];
-    char     bell_name[AGG_WIRE_NAME_LEN];
-} agg__group_info_t;
 
 static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t *spec,
                                        agg__group_info_t *info, uint64_t *leaf_guids)
@@ -94,57 +81,6 @@ out:
     return st;
 }
 
-static agg_status_t agg__comm_attach(agg_comm_t *comm, const agg__group_info_t *info)
-{
-    agg_shm_group_t *shm;
-    agg_status_t st;
-
-    st = agg_shm_attach(info->shm_name, (void **)&comm->shm, &comm->shm_size);
-    if (st != AGG_OK) {
-        return st;
-    }
-    st = agg_shm_attach(info->bell_name, (void **)&comm->bell, &comm->bell_size);
-    if (st != AGG_OK) {
-        return st;
-    }
-    shm = comm->shm;
-    /* Never trust a size read from a segment before checking it. */
-    if (comm->shm_size < sizeof(*shm) || comm->bell_size < sizeof(*comm->bell) ||
-        __atomic_load_n(&shm->magic, __ATOMIC_ACQUIRE) != AGG_SHM_GROUP_MAGIC ||
-        shm->version != AGG_SHM_VERSION || comm->bell->magic != AGG_SHM_BELL_MAGIC ||
-        shm->group_id != info->group_id || shm->num_members != (uint32_t)comm->size ||
-        shm->osts != info->osts || shm->payload_per_ost != info->payload_per_ost ||
-        shm->slot_stride < AGG_FRAG_HDR_SIZE + shm->payload_per_ost ||
-        shm->total_size != comm->shm_size ||
-        shm->results_offset + (uint64_t)shm->osts * shm->slot_stride > comm->shm_size ||
-        shm->channels_offset + (uint64_t)shm->num_members * shm->channel_stride >
-            shm->results_offset) {
-        agg_error("group segment %s does not match group %u", info->shm_name,
-                  info->group_id);
-        return AGG_ERR_GROUP_JOIN;
-    }
-    comm->group_id        = info->group_id;
-    comm->osts            = info->osts;
-    comm->payload_per_ost = info->payload_per_ost;
-    comm->slot_stride     = shm->slot_stride;
-    comm->chan            = (agg_shm_channel_t *)((uint8_t *)shm + shm->channels_offset +
-                                                  (size_t)comm->rank * shm->channel_stride);
-    comm->send_slots      = (uint8_t *)(comm->chan + 1);
-    comm->leaf_guid       = comm->chan->leaf_guid;
-    agg_debug("communicator rank %d of %d: group %u, leaf switch 0x%016llx", comm->rank,
-              comm->size, info->group_id, (unsigned long long)comm->leaf_guid);
-    comm->results         = (uint8_t *)shm + shm->results_offset;
-    return AGG_OK;
-}
-
-static void agg__comm_detach(agg_comm_t *comm)
-{
-    agg_shm_detach(comm->shm, comm->shm_size);
-    agg_shm_detach(comm->bell, comm->bell_size);
-    comm->shm  = NULL;
-    comm->bell = NULL;
-}
-
 static agg_status_t agg__group_release(agg_context_t *ctx, uint32_t group_id)
 {
     agg_msg_group_ref_t ref = {.job_id = ctx->job.job_id, .group_id = group_id};
@@ -201,7 +137,8 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
         goto err_free;
     }
     if (local == AGG_OK) {
-        local = agg__comm_attach(comm, &info);
+        comm->tl = &agg_tl_shm_ops;
+        local    = comm->tl->attach(comm, &info);
     }
     st = agg__oob_agree(ctx, spec->oob_ctx, spec->rank, spec->size, local);
     if (st != AGG_OK) {
@@ -225,8 +162,8 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
     return AGG_OK;
 
 err_detach:
-    if (comm != NULL) {
-        agg__comm_detach(comm);
+    if (comm != NULL && comm->tl != NULL) {
+        comm->tl->detach(comm);
     }
 err_free:
     free(leaf_guids);
@@ -247,7 +184,7 @@ agg_status_t agg_comm_destroy(agg_comm_t *comm)
     if (ctx->oob.barrier(comm->oob_ctx) != 0) {
         st = AGG_ERR_OOB;
     }
-    agg__comm_detach(comm);
+    comm->tl->detach(comm);
     if (comm->rank == 0) {
         agg_status_t rst = agg__group_release(ctx, comm->group_id);
         if (st == AGG_OK) {
@@ -261,7 +198,7 @@ agg_status_t agg_comm_destroy(agg_comm_t *comm)
 void agg_comm_abandon(agg_comm_t *comm)
 {
     if (comm != NULL) {
-        agg__comm_detach(comm);
+        comm->tl->detach(comm);
         free(comm);
     }
 }
