@@ -287,14 +287,17 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .id     = AGG_CONF_AN_PAYLOAD_PER_OST,
         .key    = "an_payload_per_ost",
         .env    = {"AGG_AN_PAYLOAD_PER_OST", NULL},
-        .defval = "1024",
+        .defval = "4096",
         .type   = AGG_CONF_T_INT,
         .min    = 128,
         .max    = 4096,
         .scope  = AGG_CONF_SCOPE_MANAGER | AGG_CONF_SCOPE_SIM,
         .doc    = "Default, and largest, payload bytes per OST of each "
                   "aggregation node. Read by aggmgr and switchsim; give both "
-                  "the same value.",
+                  "the same value. 4096 rather than a switch ASIC's 256-2048: "
+                  "a software node has the memory, and fewer, larger "
+                  "fragments halve the 32 KiB allreduce time (docs/"
+                  "architecture.md).",
     },
     [AGG_CONF_AN_MAX_GROUPS] = {
         .id     = AGG_CONF_AN_MAX_GROUPS,

@@ -34,9 +34,9 @@ grep -q "not offloaded: quota exceeded" "$TMP/outq" || { cat "$TMP/outq"; fail "
 count() { grep -cE "$1" "$TMP/outq" || true; }
 [ "$(count 'libagg:0:.*INFO job \(ID: [0-9]+\) resource request quota: \( osts:0 user_data_per_ost:0 max_groups:1 max_qps:1 max_group_channels:1, num_trees:1\)')" -eq 1 ] ||
     fail "no single job quota INFO line"
-[ "$(count 'libagg:0:.*INFO tree_info: type:LLT tree idx:0 treeID:0x[0-9a-f]+ caps:0x6 quota: \( osts:204 user_data_per_ost:1024 max_groups:1 ')" -eq 1 ] ||
+[ "$(count 'libagg:0:.*INFO tree_info: type:LLT tree idx:0 treeID:0x[0-9a-f]+ caps:0x6 quota: \( osts:204 user_data_per_ost:4096 max_groups:1 ')" -eq 1 ] ||
     fail "no single tree_info INFO line"
-[ "$(count 'libagg:0:.*INFO \[group#:0\] group id:[0-9a-f]+ tree idx:0 tree_type:LLT rail_idx:0 group size:4 quota: \(osts:8 user_data_per_ost:1024\)')" -eq 1 ] ||
+[ "$(count 'libagg:0:.*INFO \[group#:0\] group id:[0-9a-f]+ tree idx:0 tree_type:LLT rail_idx:0 group size:4 quota: \(osts:8 user_data_per_ost:4096\)')" -eq 1 ] ||
     fail "no single group INFO line"
 [ "$(count 'libagg:[1-9][0-9]*:.*INFO (job|tree_info|\[group#)')" -eq 0 ] || fail "SHARP's INFO lines from ranks other than 0"
 

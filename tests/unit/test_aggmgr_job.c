@@ -64,10 +64,10 @@ static void test_default_quota(void **state)
     agg_msg_job_create_reply_t rep = {0};
 
     assert_int_equal(aggmgr_job_create(am, 5, &req, &rep), AGG_OK);
-    /* 20 % of a node's 1024 OSTs and 256 groups; 1024-byte payload */
+    /* 20 % of a node's 1024 OSTs and 256 groups; the node's 4096-byte payload */
     assert_int_equal(rep.osts, 204);
     assert_int_equal(rep.max_groups, 51);
-    assert_int_equal(rep.payload_per_ost, 1024);
+    assert_int_equal(rep.payload_per_ost, 4096);
     /* 4 hosts on 2 leaves under one spine: 3 switches */
     assert_int_equal(rep.tree_depth, 2);
     assert_int_equal(rep.tree_nodes, 3);
@@ -127,7 +127,7 @@ static void test_bad_requests(void **state)
     assert_int_equal(aggmgr_job_create(am, 5, &req, &rep), AGG_ERR_NO_RESOURCE);
     /* a payload larger than the nodes offer */
     req = request(2, 0);
-    req.quota_payload_per_ost = 2048;
+    req.quota_payload_per_ost = 8192;
     assert_int_equal(aggmgr_job_create(am, 5, &req, &rep), AGG_ERR_QUOTA);
     req.quota_payload_per_ost = 0;
     assert_int_equal(aggmgr_job_create(am, 5, &req, &rep), AGG_OK);
