@@ -29,6 +29,14 @@ for f in "$build/bin/aggrun" "$build/bin/agg_allreduce_perf" "$build/lib/libhcol
     fi
 done
 
+# A sanitizer build (the test suite runs the demo under ASan and TSan) needs
+# its runtime loaded before the shim.
+preload=$build/lib/libhcoll_shim.so
+if [[ -n ${SANITIZER_PRELOAD:-} ]]; then
+    preload=$SANITIZER_PRELOAD:$preload
+    export ASAN_OPTIONS=detect_leaks=0 # Open MPI leaks at exit
+fi
+
 mpi_args=(--oversubscribe -np "$np")
 if [[ $(id -u) -eq 0 ]]; then
     mpi_args=(--allow-run-as-root "${mpi_args[@]}")
@@ -48,7 +56,7 @@ BANNER
 exec timeout --kill-after=10 "$limit" \
     "$build/bin/aggrun" -- \
     mpirun "${mpi_args[@]}" \
-        -x LD_PRELOAD="$build/lib/libhcoll_shim.so" \
+        -x LD_PRELOAD="$preload" \
         -x HCOLL_ENABLE_SHARP=3 \
         -x SHARP_COLL_LOG_LEVEL=3 \
         "$build/bin/agg_allreduce_perf" "$@"
