@@ -28,19 +28,6 @@
 
 #define TOPO_FOUND_MAX 48  /* longest excerpt quoted in an error */
 
-static void __attribute__((format(printf, 3, 4)))
-topo_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 agg_status_t __attribute__((format(printf, 5, 6)))
 aggmgr__topo_fail(topo_parser_t *p, int line, const char *found, size_t found_len,
                   const char *fmt, ...)
@@ -57,14 +44,14 @@ aggmgr__topo_fail(topo_parser_t *p, int line, const char *found, size_t found_le
         found_len--;
     }
     if (found == NULL) {
-        topo_errf(p->err, p->errlen, "%s:%d: expected %s, found end of file",
+        agg_errf(p->err, p->errlen, "%s:%d: expected %s, found end of file",
                   p->name, line, expected);
     } else if (found_len == 0) {
-        topo_errf(p->err, p->errlen, "%s:%d: expected %s, found end of line",
+        agg_errf(p->err, p->errlen, "%s:%d: expected %s, found end of line",
                   p->name, line, expected);
     } else {
         n = found_len > TOPO_FOUND_MAX ? TOPO_FOUND_MAX : found_len;
-        topo_errf(p->err, p->errlen, "%s:%d: expected %s, found '%.*s%s'",
+        agg_errf(p->err, p->errlen, "%s:%d: expected %s, found '%.*s%s'",
                   p->name, line, expected, (int)n, found,
                   n < found_len ? "..." : "");
     }
@@ -354,7 +341,7 @@ agg_status_t aggmgr_topo_parse(const char *text, const char *name,
     int line            = 0;
 
     if (text == NULL || topo == NULL) {
-        topo_errf(err, errlen, "%s: no text or no topology", name ? name : "?");
+        agg_errf(err, errlen, "%s: no text or no topology", name ? name : "?");
         return AGG_ERR_INVALID_PARAM;
     }
     memset(&p, 0, sizeof(p));
@@ -392,7 +379,7 @@ agg_status_t aggmgr_topo_parse(const char *text, const char *name,
     topo_parser_free(&p);
     if (status != AGG_OK) {
         if (status == AGG_ERR_NO_MEMORY) {
-            topo_errf(err, errlen, "%s: out of memory", p.name);
+            agg_errf(err, errlen, "%s: out of memory", p.name);
         }
         aggmgr_topo_free(&t);
         return status;
@@ -413,12 +400,12 @@ agg_status_t aggmgr_topo_load(const char *path, aggmgr_topo_t *topo, char *err,
     int line = 1;
 
     if (path == NULL || topo == NULL) {
-        topo_errf(err, errlen, "no topology file given");
+        agg_errf(err, errlen, "no topology file given");
         return AGG_ERR_INVALID_PARAM;
     }
     f = fopen(path, "r");
     if (f == NULL) {
-        topo_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        agg_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return AGG_ERR_IO;
     }
     do {
@@ -426,7 +413,7 @@ agg_status_t aggmgr_topo_load(const char *path, aggmgr_topo_t *topo, char *err,
             cap  = cap ? 2 * cap : 65536;
             nbuf = realloc(buf, cap + 1);
             if (nbuf == NULL) {
-                topo_errf(err, errlen, "%s: out of memory", path);
+                agg_errf(err, errlen, "%s: out of memory", path);
                 status = AGG_ERR_NO_MEMORY;
                 goto err_free;
             }
@@ -436,7 +423,7 @@ agg_status_t aggmgr_topo_load(const char *path, aggmgr_topo_t *topo, char *err,
         len += got;
     } while (got > 0);
     if (ferror(f)) {
-        topo_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        agg_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         status = AGG_ERR_IO;
         goto err_free;
     }
@@ -446,7 +433,7 @@ agg_status_t aggmgr_topo_load(const char *path, aggmgr_topo_t *topo, char *err,
         for (const char *s = buf; s < nul; s++) {
             line += *s == '\n';
         }
-        topo_errf(err, errlen, "%s:%d: expected text, found a NUL byte", path, line);
+        agg_errf(err, errlen, "%s:%d: expected text, found a NUL byte", path, line);
         status = AGG_ERR_PARSE;
         goto err_free;
     }

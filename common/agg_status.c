@@ -1,5 +1,8 @@
 #include "agg/status.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *agg_status_string(agg_status_t status)
 {
     switch (status) {
@@ -33,4 +36,16 @@ const char *agg_status_string(agg_status_t status)
     case AGG_ERR_BAD_FRAGMENT:   return "malformed fragment";
     }
     return "unknown status";
+}
+
+void agg_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || errlen == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

@@ -10,28 +10,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include <libconfig.h>
-
-static void agg__conf_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void agg__conf_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const char *agg__conf_source_name(agg_conf_source_t source)
 {
@@ -58,7 +42,7 @@ static agg_status_t agg__conf_apply(agg_conf_t *conf, const agg_conf_row_t *row,
 
     memset(&val, 0, sizeof(val));
     if (agg__conf_parse(row, text, &val, why, sizeof(why)) != 0) {
-        agg__conf_err(err, errlen, "%s: %s", errprefix, why);
+        agg_errf(err, errlen, "%s: %s", errprefix, why);
         return AGG_ERR_CONFIG;
     }
     val.source = source;
@@ -93,7 +77,7 @@ agg_status_t agg_conf_set(agg_conf_t *conf, agg_conf_id_t id, const char *text,
     char prefix[512];
 
     if (conf == NULL || text == NULL || (unsigned)id >= AGG_CONF__COUNT) {
-        agg__conf_err(err, errlen, "agg_conf_set: invalid argument (id %d)", (int)id);
+        agg_errf(err, errlen, "agg_conf_set: invalid argument (id %d)", (int)id);
         return AGG_ERR_INVALID_PARAM;
     }
     if (where == NULL) {
@@ -227,10 +211,10 @@ static agg_status_t agg__conf_apply_setting(agg_conf_t *conf, const config_setti
         const char *hint = env_row ? env_row->key : agg__conf_nearest(name, 0);
 
         if (hint != NULL) {
-            agg__conf_err(err, errlen, "%s: unknown setting '%s' (did you mean '%s'?)",
+            agg_errf(err, errlen, "%s: unknown setting '%s' (did you mean '%s'?)",
                           where, name, hint);
         } else {
-            agg__conf_err(err, errlen, "%s: unknown setting '%s' (agg_info -c lists them)",
+            agg_errf(err, errlen, "%s: unknown setting '%s' (agg_info -c lists them)",
                           where, name);
         }
         return AGG_ERR_CONFIG;
@@ -246,7 +230,7 @@ static agg_status_t agg__conf_apply_setting(agg_conf_t *conf, const config_setti
             if (type == CONFIG_TYPE_INT &&
                 agg__conf_int_truncated(file ? file : path, line, name, i, literal,
                                         sizeof(literal))) {
-                agg__conf_err(err, errlen,
+                agg_errf(err, errlen,
                               "%s: %s = %s: libconfig keeps only 32 bits of a number; write "
                               "%sL, or a string with a suffix such as \"8g\"",
                               where, name, literal, literal);
@@ -269,7 +253,7 @@ static agg_status_t agg__conf_apply_setting(agg_conf_t *conf, const config_setti
     }
     if (value == NULL) {
         agg__conf_expect(row, expect, sizeof(expect));
-        agg__conf_err(err, errlen, "%s: %s: expected %s%s, not %s", where, name, expect,
+        agg_errf(err, errlen, "%s: %s: expected %s%s, not %s", where, name, expect,
                       (row->type == AGG_CONF_T_STRING || row->type == AGG_CONF_T_ADDR)
                           ? " in double quotes" : "",
                       agg__conf_cfg_type_name(type));
@@ -293,18 +277,18 @@ agg_status_t agg_conf_load_file(agg_conf_t *conf, const char *path, char *err,
     int i, n;
 
     if (conf == NULL || path == NULL) {
-        agg__conf_err(err, errlen, "agg_conf_load_file: no file given");
+        agg_errf(err, errlen, "agg_conf_load_file: no file given");
         return AGG_ERR_INVALID_PARAM;
     }
     /* libconfig 1.5 reports neither the reason nor the name of a file it cannot open. */
     f = fopen(path, "r");
     if (f == NULL) {
-        agg__conf_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        agg_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return AGG_ERR_IO;
     }
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
         fclose(f);
-        agg__conf_err(err, errlen, "%s: is a directory, not a configuration file", path);
+        agg_errf(err, errlen, "%s: is a directory, not a configuration file", path);
         return AGG_ERR_IO;
     }
     fclose(f);
@@ -312,13 +296,13 @@ agg_status_t agg_conf_load_file(agg_conf_t *conf, const char *path, char *err,
     config_init(&cfg);
     if (config_read_file(&cfg, path) != CONFIG_TRUE) {
         if (config_error_type(&cfg) == CONFIG_ERR_PARSE) {
-            agg__conf_err(err, errlen, "%s:%d: %s",
+            agg_errf(err, errlen, "%s:%d: %s",
                           config_error_file(&cfg) ? config_error_file(&cfg) : path,
                           config_error_line(&cfg),
                           config_error_text(&cfg) ? config_error_text(&cfg) : "syntax error");
             status = AGG_ERR_PARSE;
         } else {
-            agg__conf_err(err, errlen, "%s: cannot read: %s", path,
+            agg_errf(err, errlen, "%s: cannot read: %s", path,
                           config_error_text(&cfg) ? config_error_text(&cfg) : "I/O error");
             status = AGG_ERR_IO;
         }
@@ -363,7 +347,7 @@ agg_status_t agg_conf_load_env(agg_conf_t *conf, char *const *envp, char *err,
     int id, k;
 
     if (conf == NULL) {
-        agg__conf_err(err, errlen, "agg_conf_load_env: no configuration given");
+        agg_errf(err, errlen, "agg_conf_load_env: no configuration given");
         return AGG_ERR_INVALID_PARAM;
     }
     if (envp == NULL) {
@@ -402,7 +386,7 @@ agg_status_t agg_conf_load(agg_conf_t *conf, const char *path, char *const *envp
     agg_conf_t tmp;
 
     if (conf == NULL) {
-        agg__conf_err(err, errlen, "agg_conf_load: no configuration given");
+        agg_errf(err, errlen, "agg_conf_load: no configuration given");
         return AGG_ERR_INVALID_PARAM;
     }
     if (envp == NULL) {

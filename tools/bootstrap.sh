@@ -66,8 +66,8 @@ build "$ROOT/build-asan" -DAGG_WERROR=ON -DAGG_SANITIZE=ON
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 export SANITIZER_PRELOAD
 SANITIZER_PRELOAD=$(gcc -print-file-name=libasan.so)
-# Open MPI itself leaks at exit; our own code's leaks are checked by the unit
-# tests, which run with leak detection on (see tests/CMakeLists.txt).
+# Open MPI itself leaks at exit, so the MPI runs check no leaks
+# (tests/e2e/lib.sh); the unit tests run with leak detection on.
 (cd "$ROOT/build-asan" && ctest --output-on-failure --timeout 900)
 
 build "$ROOT/build-tsan" -DAGG_WERROR=ON -DAGG_TSAN=ON

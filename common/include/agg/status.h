@@ -6,6 +6,8 @@
 #ifndef AGG_STATUS_H
 #define AGG_STATUS_H
 
+#include <stddef.h>
+
 typedef enum agg_status {
     AGG_OK                    = 0,
     AGG_INPROGRESS            = 1,
@@ -43,5 +45,13 @@ typedef enum agg_status {
 
 /* A short English description of a status; never NULL. */
 const char *agg_status_string(agg_status_t status);
+
+/*
+ * Formats a message for a caller-supplied error buffer (`err` may be NULL or
+ * errlen 0: nothing is written). Used where a function reports what was
+ * wrong with its input, e.g. "FILE:LINE: expected ...".
+ */
+void agg_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif
