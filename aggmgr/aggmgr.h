@@ -15,10 +15,15 @@
 #define AGGMGR_MAX_CONNS 1024
 
 typedef struct aggmgr_conn {
-    int      fd;
-    uint32_t kind;   /* agg_peer_kind_t once known, 0 before */
-    uint32_t pid;
-    char     host[AGG_WIRE_NAME_LEN];
+    int           fd;
+    uint32_t      kind;   /* agg_peer_kind_t once known, 0 before */
+    uint32_t      pid;
+    char          host[AGG_WIRE_NAME_LEN];
+    /* the request being received: a slow peer never stalls the others */
+    agg_msg_hdr_t rx_hdr; /* decoded once its 16 bytes are in */
+    uint8_t      *rx;     /* header then body, as received */
+    size_t        rx_len;
+    size_t        rx_cap;
 } aggmgr_conn_t;
 
 /* Resources of one aggregation node (a switch). */

@@ -240,23 +240,14 @@ static agg_status_t aggmgr__on_hello(aggmgr_t *am, aggmgr_conn_t *c, uint32_t tx
     return aggmgr__reply(c, AGG_MSG_HELLO_REPLY, txid, &rep, sizeof(rep));
 }
 
-/* Handles one message; anything but AGG_OK drops the connection. */
-static agg_status_t aggmgr__handle(aggmgr_t *am, aggmgr_conn_t *c)
+/* Handles one complete message; anything but AGG_OK drops the connection. */
+static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr_t hdr,
+                                     uint8_t *body)
 {
-    static uint8_t body[AGG_WIRE_MAX_BODY];
     agg_msg_job_ref_t *jref;
     agg_msg_group_ref_t *gref;
-    agg_msg_hdr_t hdr;
     agg_status_t st;
 
-    st = agg_msg_recv(c->fd, &hdr, body, sizeof(body), AGGMGR_IO_TIMEOUT_MS);
-    if (st != AGG_OK) {
-        if (st != AGG_ERR_IO) {
-            agg_warn("dropping peer fd %d (pid %u): %s", c->fd, c->pid,
-                     agg_status_string(st));
-        }
-        return st;
-    }
     agg_debug("%s from fd %d (%u bytes)", agg_msg_type_name(hdr.type), c->fd, hdr.length);
     switch (hdr.type) {
     case AGG_MSG_HELLO:
@@ -306,6 +297,59 @@ static agg_status_t aggmgr__handle(aggmgr_t *am, aggmgr_conn_t *c)
     return st;
 }
 
+/*
+ * Takes what the peer has sent so far without blocking; dispatches the
+ * message once it is whole. AGG_OK also means "not complete yet".
+ */
+static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
+{
+    size_t want = c->rx_len < sizeof(agg_msg_hdr_t) ? sizeof(agg_msg_hdr_t) :
+                  sizeof(agg_msg_hdr_t) + c->rx_hdr.length;
+    agg_status_t st;
+    ssize_t n;
+    uint8_t *p;
+
+    if (c->rx_cap < want) {
+        p = realloc(c->rx, want);
+        if (p == NULL) {
+            return AGG_ERR_NO_MEMORY;
+        }
+        c->rx     = p;
+        c->rx_cap = want;
+    }
+    n = recv(c->fd, c->rx + c->rx_len, want - c->rx_len, MSG_DONTWAIT);
+    if (n == 0) {
+        return AGG_ERR_IO; /* hung up */
+    }
+    if (n < 0) {
+        return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? AGG_OK :
+                                                                             AGG_ERR_IO;
+    }
+    c->rx_len += (size_t)n;
+    if (c->rx_len == sizeof(agg_msg_hdr_t)) {
+        memcpy(&c->rx_hdr, c->rx, sizeof(c->rx_hdr));
+        st = agg_wire_hdr_decode(&c->rx_hdr);
+        if (st != AGG_OK) {
+            agg_warn("dropping peer fd %d (pid %u): %s", c->fd, c->pid,
+                     agg_status_string(st));
+            return st;
+        }
+    }
+    if (c->rx_len < sizeof(agg_msg_hdr_t) ||
+        c->rx_len < sizeof(agg_msg_hdr_t) + c->rx_hdr.length) {
+        return AGG_OK;
+    }
+    c->rx_len = 0;
+    st = aggmgr__dispatch(am, c, c->rx_hdr, c->rx + sizeof(agg_msg_hdr_t));
+    if (c->rx_cap > 65536) {
+        /* a large request was a one-off: do not keep its buffer */
+        free(c->rx);
+        c->rx     = NULL;
+        c->rx_cap = 0;
+    }
+    return st;
+}
+
 static void aggmgr__conn_close(aggmgr_t *am, int idx)
 {
     aggmgr_conn_t *c = &am->conns[idx];
@@ -317,6 +361,7 @@ static void aggmgr__conn_close(aggmgr_t *am, int idx)
         aggmgr_conn_release(am, fd);
     }
     close(fd);
+    free(c->rx);
     am->conns[idx] = am->conns[--am->num_conns];
 }
 
@@ -399,7 +444,7 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
                     continue;
                 }
             }
-            if (aggmgr__handle(am, &am->conns[i]) != AGG_OK) {
+            if (aggmgr__conn_read(am, &am->conns[i]) != AGG_OK) {
                 aggmgr__conn_close(am, i);
             }
         }
@@ -418,7 +463,9 @@ void aggmgr_server_close(aggmgr_t *am)
         aggmgr_job_destroy(am, job->id);
     }
     while (am->num_conns > 0) {
-        close(am->conns[--am->num_conns].fd);
+        --am->num_conns;
+        close(am->conns[am->num_conns].fd);
+        free(am->conns[am->num_conns].rx);
     }
     am->sim.fd = -1;
     if (am->listen_fd >= 0) {

@@ -97,10 +97,24 @@ data = s.recv(100)
 hdr = struct.unpack(">IHHII", data[:16])
 assert hdr[2] == 19, "expected ERROR_REPLY, got type %d" % hdr[2]
 PY
+# a peer that sends half a header and then nothing must not hold up others
+python3 -c "
+import socket, time
+s = socket.create_connection(('127.0.0.1', $port))
+s.sendall(b'AGGM\\x00\\x01')
+time.sleep(6)
+" &
+slow=$!
+sleep 0.2
+start=$(date +%s%N)
 "$BIN/switchsim" --am 127.0.0.1:$port --ready-fd 3 3>"$TMP/ready" &
 sim=$!
-for _ in $(seq 100); do grep -q ready "$TMP/ready" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -q ready "$TMP/ready" && break; sleep 0.02; done
 grep -q ready "$TMP/ready" || fail "switchsim could not register after the garbage"
+took=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "switchsim registered in $took ms while a peer sat on half a message"
+[ "$took" -lt 1000 ] || fail "a stalled peer delayed registration by $took ms"
+kill $slow 2>/dev/null || true
 kill -TERM $sim
 wait $sim || fail "switchsim exited with $? on SIGTERM"
 kill -TERM $mgr
