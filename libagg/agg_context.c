@@ -164,6 +164,12 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
     }
     ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL) {
+        /* still take part in the agreement, or the other ranks would wait */
+        agg_context_t tmp = {.oob = spec->oob};
+
+        agg__oob_agree(&tmp, spec->oob_ctx, spec->world_rank, spec->world_size,
+                       AGG_ERR_NO_MEMORY);
+        agg__set_last_error("agg_context_init: out of memory");
         return AGG_ERR_NO_MEMORY;
     }
     ctx->world_rank = spec->world_rank;
