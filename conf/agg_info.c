@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "agg/sock.h"
 
 #define AGG__INFO_VERSION "agg 0.1"
 
@@ -18,8 +21,10 @@ extern char **environ;
 static void agg__info_usage(FILE *out)
 {
     fprintf(out,
-            "usage: agg_info [-c [-s SCOPE[,SCOPE...]] [-f FILE]] [-h]\n"
+            "usage: agg_info [-c [-s SCOPE[,SCOPE...]] [-f FILE]] [-S] [-h]\n"
             "  -c          print every setting: value, where it came from, and doc\n"
+            "  -S          ask the running aggmgr (am_addr / $AGG_AM_ADDR) for its fabric\n"
+            "              and its switchsim's counters: is anything being offloaded?\n"
             "  -s SCOPE    only settings read by SCOPE: client, shim, manager, sim, all\n"
             "              (implies -c)\n"
             "  -f FILE     read FILE (libconfig) instead of $AGG_CONFIG_FILE (implies -c)\n"
@@ -62,6 +67,58 @@ static unsigned agg__info_parse_scope(const char *arg)
     return mask;
 }
 
+/* -S: HELLO to the manager, then STATS (answered by its switchsim). */
+static int agg__info_stats(const agg_conf_t *conf)
+{
+    const char *addr = agg_conf_str(conf, AGG_CONF_AM_ADDR);
+    int timeout = (int)agg_conf_int(conf, AGG_CONF_CONNECT_TIMEOUT_MS);
+    agg_msg_hello_t hello = {.kind = AGG_PEER_TOOL, .pid = (uint32_t)getpid()};
+    agg_msg_hello_reply_t hrep;
+    agg_msg_stats_reply_t srep;
+    char host[256];
+    size_t len;
+    int port, fd, rc = 1;
+
+    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK ||
+        agg_sock_connect(host, port, timeout, &fd) != AGG_OK) {
+        fprintf(stderr, "agg_info: no aggregation manager answers at %s (is aggmgr "
+                        "running? set AGG_AM_ADDR=host:port)\n", addr);
+        return 1;
+    }
+    gethostname(hello.host, sizeof(hello.host) - 1);
+    agg_wire_swap(&hello, AGG_FMT_HELLO, 1);
+    if (agg_msg_call(fd, AGG_MSG_HELLO, &hello, sizeof(hello), AGG_MSG_HELLO_REPLY, &hrep,
+                     sizeof(hrep), &len, timeout) != AGG_OK || len != sizeof(hrep)) {
+        fprintf(stderr, "agg_info: %s does not speak the aggregation protocol\n", addr);
+        goto out;
+    }
+    agg_wire_swap(&hrep, AGG_FMT_HELLO_REPLY, 1);
+    printf("aggmgr at %s: pid %u, fabric of %u switches and %u host adapters\n", addr,
+           hrep.mgr_pid, hrep.num_switches, hrep.num_cas);
+    if (agg_msg_call(fd, AGG_MSG_STATS, NULL, 0, AGG_MSG_STATS_REPLY, &srep, sizeof(srep),
+                     &len, timeout) != AGG_OK) {
+        fprintf(stderr, "agg_info: no answer to the counters request\n");
+        goto out;
+    }
+    if (len != sizeof(srep)) {
+        agg_wire_swap(&srep, AGG_FMT_STATUS, 1);
+        printf("switchsim: none (%s)\n", agg_status_string(srep.status));
+        goto out;
+    }
+    agg_wire_swap(&srep, AGG_FMT_STATS_REPLY, 1);
+    printf("switchsim: %u groups now, %llu since start\n"
+           "fragments_in %llu\nfragments_reduced %llu\nresults_out %llu\n"
+           "bytes_in %llu\nerrors %llu\n",
+           srep.groups, (unsigned long long)srep.groups_total,
+           (unsigned long long)srep.fragments_in, (unsigned long long)srep.fragments_reduced,
+           (unsigned long long)srep.results_out, (unsigned long long)srep.bytes_in,
+           (unsigned long long)srep.errors);
+    rc = 0;
+out:
+    close(fd);
+    return rc;
+}
+
 static void agg__info_warn(const char *msg, void *arg)
 {
     fprintf((FILE *)arg, "agg_info: warning: %s\n", msg);
@@ -72,12 +129,16 @@ int main(int argc, char **argv)
     unsigned scope   = AGG_CONF_SCOPE_ALL;
     const char *file = NULL;
     int show_conf    = 0;
+    int show_stats   = 0;
     agg_conf_t conf;
     char err[1024];
     int opt;
 
-    while ((opt = getopt(argc, argv, "chs:f:")) != -1) {
+    while ((opt = getopt(argc, argv, "chs:f:S")) != -1) {
         switch (opt) {
+        case 'S':
+            show_stats = 1;
+            break;
         case 'c':
             show_conf = 1;
             break;
@@ -108,7 +169,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    if (!show_conf) {
+    if (!show_conf && !show_stats) {
         printf("%s\n\n", AGG__INFO_VERSION);
         agg__info_usage(stdout);
         return 0;
@@ -118,6 +179,9 @@ int main(int argc, char **argv)
     if (agg_conf_load(&conf, file, environ, err, sizeof(err)) != AGG_OK) {
         fprintf(stderr, "agg_info: %s\n", err);
         return 1;
+    }
+    if (show_stats) {
+        return agg__info_stats(&conf);
     }
     printf("# %s settings: default < file < environment\n", AGG__INFO_VERSION);
     agg_conf_dump(&conf, scope, stdout);

@@ -140,6 +140,23 @@ cat "$TMP/hup.err"
 grep -q "reloadable settings reloaded" "$TMP/hup.err" || fail "SIGHUP did not reload (log_level 4 should show the INFO line)"
 grep -q "reload failed, keeping the old settings: $TMP/hup.conf:2" "$TMP/hup.err" || fail "a bad file on SIGHUP was not reported with file:line"
 
+# agg_info -S asks the running manager for switchsim's counters
+export BIN TMP PRELOAD
+MPIRUN_LINE="${MPIRUN[*]}"
+export MPIRUN_LINE
+"$BIN/aggrun" -- sh -c '"$BIN/agg_info" -S >"$TMP/live0" &&
+    $MPIRUN_LINE -np 2 -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 \
+        "$BIN/allreduce_check" --max-count 100 --world-only >"$TMP/live.out" 2>&1 &&
+    "$BIN/agg_info" -S >"$TMP/live1"' || { cat "$TMP"/live*; fail "agg_info -S under aggrun failed"; }
+cat "$TMP/live1"
+grep -q "^fragments_in 0$" "$TMP/live0" || fail "counters before the job should be 0"
+n=$(awk '$1 == "fragments_in" { print $2 }' "$TMP/live1")
+[ "${n:-0}" -gt 0 ] || fail "agg_info -S shows no fragments after an offloaded job"
+if AGG_AM_ADDR=127.0.0.1:$(free_port) AGG_CONNECT_TIMEOUT_MS=300 "$BIN/agg_info" -S 2>"$TMP/nostat"; then
+    fail "agg_info -S succeeded with no manager"
+fi
+grep -q "no aggregation manager answers at 127.0.0.1:" "$TMP/nostat" || fail "agg_info -S without a manager gives no clear error"
+
 # agg_info -c: every setting, with its source
 SHARP_COLL_LOG_LEVEL=4 SHARP_COLL_LOG_LEVLE=1 "$BIN/agg_info" -c >"$TMP/info" 2>"$TMP/info.err"
 grep -q "SHARP_COLL_LOG_LEVEL" "$TMP/info" || fail "agg_info -c misses SHARP_COLL_LOG_LEVEL"
