@@ -66,7 +66,7 @@ static void shim_warn_env(const char *msg, void *arg)
     agg_warn("%s", msg);
 }
 
-static void shim_init(void)
+static void shim_init(int thread_level)
 {
     agg_context_spec_t spec = {0};
     agg_conf_t conf;
@@ -93,6 +93,17 @@ static void shim_init(void)
     }
     if (shim.level == 0) {
         agg_debug("HCOLL_ENABLE_SHARP=0: every collective on the host path");
+        return;
+    }
+    if (thread_level == MPI_THREAD_MULTIPLE) {
+        /* Collectives from several threads at once could interleave their
+         * group set-up differently on different ranks: never risk a hang. */
+        if (shim.world_rank == 0) {
+            agg_warn("HCOLL_ENABLE_SHARP=%d ignored: the program runs with "
+                     "MPI_THREAD_MULTIPLE, which the offload does not support yet; "
+                     "collectives use the host path", shim.level);
+        }
+        shim.level = 0;
         return;
     }
     PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world_oob);
@@ -138,7 +149,7 @@ SHIM_API int MPI_Init(int *argc, char ***argv)
     int rc = PMPI_Init(argc, argv);
 
     if (rc == MPI_SUCCESS) {
-        shim_init();
+        shim_init(MPI_THREAD_SINGLE);
     }
     return rc;
 }
@@ -148,7 +159,7 @@ SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provide
     int rc = PMPI_Init_thread(argc, argv, required, provided);
 
     if (rc == MPI_SUCCESS) {
-        shim_init();
+        shim_init(*provided);
     }
     return rc;
 }

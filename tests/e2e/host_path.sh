@@ -19,6 +19,15 @@ grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/out0" || fail "
 grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/out3" || { cat "$TMP/out3"; fail "wrong results for unsupported types"; }
 [ "$(stat fragments_in "$TMP/stats3")" -eq 0 ] || fail "an unsupported type was sent to switchsim"
 
+# MPI_THREAD_MULTIPLE: the offload steps aside (one warning), results right
+"$BIN/aggrun" --stats-file "$TMP/statsmt" -- \
+    "${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 \
+    "$BIN/allreduce_check" --max-count 257 --world-only --thread-multiple >"$TMP/outmt" 2>&1 ||
+    { cat "$TMP/outmt"; fail "MPI_THREAD_MULTIPLE run failed"; }
+grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/outmt" || fail "wrong results under MPI_THREAD_MULTIPLE"
+[ "$(stat fragments_in "$TMP/statsmt")" -eq 0 ] || fail "offloaded under MPI_THREAD_MULTIPLE"
+[ "$(grep -c 'MPI_THREAD_MULTIPLE' "$TMP/outmt")" -eq 1 ] || fail "expected one warning about MPI_THREAD_MULTIPLE"
+
 # Out of quota: the job may hold one group. MPI_COMM_WORLD takes it; the
 # split communicators are refused and stay on the host path, still right.
 "$BIN/aggrun" --stats-file "$TMP/statsq" -- \

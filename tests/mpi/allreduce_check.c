@@ -6,6 +6,7 @@
  * expected result itself from the same generator and compares every element.
  *
  *   allreduce_check [--max-count N] [--unsupported-only] [--world-only]
+ *                   [--thread-multiple]
  *
  * Prints "allreduce_check: N passed, M failed" on rank 0 and exits non-zero
  * when anything failed.
@@ -246,7 +247,16 @@ int main(int argc, char **argv)
     long totals[2], sums[2];
     MPI_Comm split, reversed;
 
-    MPI_Init(&argc, &argv);
+    for (i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--thread-multiple") == 0) {
+            int provided;
+            MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+            break;
+        }
+    }
+    if (i == argc) {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (i = 1; i < argc; ++i) {
