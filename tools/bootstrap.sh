@@ -21,7 +21,7 @@ shift
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-PACKAGES=(build-essential cmake pkg-config python3 procps
+PACKAGES=(build-essential cmake pkg-config python3 procps valgrind
           libopenmpi-dev openmpi-bin libconfig-dev libcmocka-dev
           libibumad-dev libibnetdisc-dev ibsim-utils infiniband-diags)
 
