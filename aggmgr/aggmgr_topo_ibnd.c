@@ -363,10 +363,6 @@ agg_status_t aggmgr_topo_parse(const char *text, const char *name,
         status = aggmgr__topo_fail(&p, p.guid_line, NULL, 0, "a %s line after this line",
                                    aggmgr__topo_type_name(p.guid_type));
     }
-    if (status == AGG_OK && p.num_nodes == 0) {
-        status = aggmgr__topo_fail(&p, line > 0 ? line : 1, NULL, 0,
-                                   "at least one Switch or Ca line");
-    }
     if (status == AGG_OK) {
         status = topo_check_links(&p);
     }
@@ -375,6 +371,11 @@ agg_status_t aggmgr_topo_parse(const char *text, const char *name,
     }
     if (status == AGG_OK) {
         status = topo_build(&p, &t);
+    }
+    /* After the build, which drops routers: a file of routers alone is no fabric. */
+    if (status == AGG_OK && t.num_nodes == 0) {
+        status = aggmgr__topo_fail(&p, line > 0 ? line : 1, NULL, 0,
+                                   "at least one Switch or Ca line");
     }
     topo_parser_free(&p);
     if (status != AGG_OK) {
