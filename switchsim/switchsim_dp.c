@@ -133,12 +133,15 @@ static void switchsim__deliver(switchsim_t *sim, switchsim_group_t *g, uint32_t 
 static unsigned switchsim__group_progress(switchsim_t *sim, switchsim_group_t *g)
 {
     unsigned handled = 0;
-    uint32_t m, posted, seq, k;
+    uint32_t m, posted, seq, k, n;
     agg_frag_hdr_t *hdr;
 
     for (m = 0; m < g->num_members; ++m) {
         posted = __atomic_load_n(&switchsim__channel(g, m)->posted, __ATOMIC_ACQUIRE);
-        while ((uint32_t)g->consumed[m] != posted) {
+        /* A member reuses a slot only after its result, so it never has more
+         * than osts fragments waiting. A posted counter that jumps further
+         * must not hold this pass, and sim->lock, for up to 2^32 of them. */
+        for (n = 0; (uint32_t)g->consumed[m] != posted && n < g->osts; ++n) {
             /* 1..2^32-1 then 1 again: 0 marks an empty slot (as in libagg) */
             seq = (uint32_t)(g->consumed[m] % 0xffffffffu) + 1u;
             k   = (seq - 1) % g->osts;

@@ -225,6 +225,24 @@ static void test_destroy_marks_dead(void **state)
     assert_int_not_equal(agg_shm_attach(name, &addr, &size), AGG_OK);
 }
 
+/*
+ * Found by fuzz_switchsim: a member whose posted counter jumped 2^31 ahead
+ * kept one data-path pass, holding sim->lock, busy for minutes. A pass now
+ * takes at most osts fragments from a member, as many as it can have waiting.
+ */
+static void test_posted_runs_ahead(void **state)
+{
+    switchsim_group_t *g  = make_group(5, 2, 128);
+    agg_shm_channel_t *ch = (agg_shm_channel_t *)((uint8_t *)g->shm + g->shm->channels_offset);
+
+    __atomic_store_n(&ch->posted, 0x80000000u, __ATOMIC_RELEASE);
+    assert_int_equal(switchsim_dp_progress(&sim), 2);
+    assert_int_equal(g->consumed[0], 2);
+    assert_int_equal(sim.stats.errors, 2); /* no fragment in either slot */
+    assert_int_equal(switchsim_dp_progress(&sim), 2);
+    assert_int_equal(switchsim_group_destroy(&sim, 5), AGG_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -233,6 +251,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_fragment, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config_validation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_marks_dead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_posted_runs_ahead, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
