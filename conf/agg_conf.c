@@ -265,6 +265,24 @@ static agg_status_t agg__conf_apply_setting(agg_conf_t *conf, const config_setti
     return agg__conf_apply(conf, row, value, AGG_CONF_SRC_FILE, where, prefix, err, errlen);
 }
 
+/* The line of the first @include directive in f, or 0 if none. */
+static int agg__conf_find_include(FILE *f)
+{
+    char line[4096];
+    int lineno = 0;
+    const char *p;
+
+    while (fgets(line, sizeof(line), f) != NULL) {
+        ++lineno;
+        for (p = line; *p == ' ' || *p == '\t'; ++p) {
+        }
+        if (strncmp(p, "@include", 8) == 0) {
+            return lineno;
+        }
+    }
+    return 0;
+}
+
 agg_status_t agg_conf_load_file(agg_conf_t *conf, const char *path, char *err,
                                  size_t errlen)
 {
@@ -291,7 +309,16 @@ agg_status_t agg_conf_load_file(agg_conf_t *conf, const char *path, char *err,
         agg_errf(err, errlen, "%s: is a directory, not a configuration file", path);
         return AGG_ERR_IO;
     }
+    /* libconfig 1.5 exits the process on some bad @include targets (a
+     * directory, for one): a daemon reloading on SIGHUP must not die of a
+     * typo, so settings files do not include others. */
+    n = agg__conf_find_include(f);
     fclose(f);
+    if (n > 0) {
+        agg_errf(err, errlen, "%s:%d: @include is not supported in settings files; "
+                 "put every setting in one file", path, n);
+        return AGG_ERR_PARSE;
+    }
 
     config_init(&cfg);
     if (config_read_file(&cfg, path) != CONFIG_TRUE) {

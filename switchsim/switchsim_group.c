@@ -11,6 +11,7 @@
 #define SWITCHSIM_MAX_NODES   4096
 #define SWITCHSIM_MAX_MEMBERS 65536
 #define SWITCHSIM_MAX_OSTS    4096
+#define SWITCHSIM_MAX_SEGMENT (1ull << 30) /* bytes of one group's shared segment */
 
 static int switchsim__hosts(const switchsim_t *sim, uint64_t guid)
 {
@@ -46,6 +47,15 @@ static agg_status_t switchsim__group_check(const switchsim_t *sim,
                   cfg->group_id, cfg->num_nodes, cfg->num_members, cfg->osts,
                   cfg->payload_per_ost);
         return AGG_ERR_INVALID_PARAM;
+    }
+    /* each limit alone still allows terabytes: bound the segment itself */
+    if (((uint64_t)cfg->num_members + 1) * cfg->osts *
+            (AGG_FRAG_HDR_SIZE + (uint64_t)cfg->payload_per_ost) > SWITCHSIM_MAX_SEGMENT ||
+        (uint64_t)cfg->num_nodes * cfg->osts * cfg->payload_per_ost > SWITCHSIM_MAX_SEGMENT) {
+        agg_error("group %u: %u members x %u OSTs x %u B is more than %llu bytes",
+                  cfg->group_id, cfg->num_members, cfg->osts, cfg->payload_per_ost,
+                  SWITCHSIM_MAX_SEGMENT);
+        return AGG_ERR_NO_RESOURCE;
     }
     for (i = 0; i < cfg->num_nodes; ++i) {
         if ((i == 0) != (nodes[i].parent == -1) ||

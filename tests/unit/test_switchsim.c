@@ -202,6 +202,19 @@ static void test_config_validation(void **state)
     assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g),
                      AGG_ERR_INVALID_PARAM);
     cfg.payload_per_ost = 256;
+    /* every dimension within its own limit, the segment far too large */
+    {
+        agg_wire_member_t eight[8] = {{1}, {1}, {1}, {1}, {1}, {1}, {1}, {1}};
+
+        cfg.num_members     = 8;
+        cfg.osts            = 4096;
+        cfg.payload_per_ost = 65536;
+        assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, eight, &g),
+                         AGG_ERR_NO_RESOURCE);
+        cfg.num_members     = 2;
+        cfg.osts            = 4;
+        cfg.payload_per_ost = 256;
+    }
     assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g), AGG_OK);
     assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g), AGG_ERR_GROUP_ID);
     assert_int_equal(switchsim_group_destroy(&sim, 9), AGG_OK);
