@@ -119,6 +119,24 @@ const agg_conf_row_t *agg_conf_find_env(const char *name)
  * the literal back from the source line and report 1 when it disagrees with
  * what libconfig returned; 0 when it agrees or cannot be found.
  */
+/* Whether p, on the line starting at text, is inside a string or a comment. */
+static int agg__conf_in_text(const char *text, const char *p)
+{
+    const char *c;
+    int in_string = 0;
+
+    for (c = text; c < p; ++c) {
+        if (in_string && *c == '\\' && c + 1 < p) {
+            ++c;
+        } else if (*c == '"') {
+            in_string = !in_string;
+        } else if (!in_string && (*c == '#' || (c[0] == '/' && c[1] == '/'))) {
+            return 1;
+        }
+    }
+    return in_string;
+}
+
 static int agg__conf_int_truncated(const char *file, unsigned line, const char *key,
                                    long long got, char *literal, size_t litlen)
 {
@@ -141,7 +159,8 @@ static int agg__conf_int_truncated(const char *file, unsigned line, const char *
         char *end;
         int neg = 0;
 
-        if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) {
+        if ((p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) ||
+            agg__conf_in_text(text, p)) {
             continue;
         }
         q += strspn(q, " \t");

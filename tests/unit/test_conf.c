@@ -302,6 +302,19 @@ static void expect_file_error(const char *path, agg_status_t status, const char 
     assert_memory_equal(&conf, &before, sizeof(conf));
 }
 
+/* A setting's name inside an earlier string on the same line is not the setting. */
+static void test_key_in_string(void **state)
+{
+    agg_conf_t conf;
+    char err[512] = "";
+
+    agg_conf_init(&conf);
+    assert_int_equal(agg_conf_load_file(&conf, DATA("conf_key_in_string.conf"), err,
+                                        sizeof(err)), AGG_OK);
+    assert_int_equal(agg_conf_int(&conf, AGG_CONF_LOG_LEVEL), 3);
+    assert_string_equal(agg_conf_str(&conf, AGG_CONF_AM_TOPOLOGY), "log_level=9");
+}
+
 static void test_file_errors(void **state)
 {
     /* libconfig would exit the process on @include "." */
@@ -509,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_addr),
         cmocka_unit_test(test_precedence),
         cmocka_unit_test(test_file_errors),
+        cmocka_unit_test(test_key_in_string),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_check_env),
         cmocka_unit_test(test_dump),
