@@ -17,22 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "agg/conf.h"
 #include "agg/log.h"
 
 #define FUZZ_MAX_ENV 64
 
-#define FUZZ_CHECK(_cond)                                                           \
-    do {                                                                            \
-        if (!(_cond)) {                                                             \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__,    \
-                    #_cond);                                                        \
-            abort();                                                                \
-        }                                                                           \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /*
  * libconfig 1.5 (Debian 12) leaks the buffer of a string token that error

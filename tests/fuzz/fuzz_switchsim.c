@@ -26,6 +26,7 @@
 
 #include <sanitizer/asan_interface.h>
 
+#include "fuzz.h"
 #include "agg/log.h"
 #include "agg/shm.h"
 #include "switchsim.h"
@@ -39,17 +40,6 @@
 #define FUZZ_HOW_NO_SEQ   0x04u /* leave the header's seq as it was */
 #define FUZZ_HOW_BUMP     0x08u /* advance posted by (how >> 4), not 1; 15: by count */
 
-#define FUZZ_CHECK(_cond)                                                           \
-    do {                                                                            \
-        if (!(_cond)) {                                                             \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__,    \
-                    #_cond);                                                        \
-            abort();                                                                \
-        }                                                                           \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static switchsim_t fuzz_sim;
 static agg_wire_switch_t fuzz_switches[FUZZ_NUM_SWITCHES];

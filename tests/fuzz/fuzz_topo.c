@@ -15,21 +15,11 @@
 
 #include "aggmgr_topo.h"
 #include "aggmgr_tree.h"
+#include "fuzz.h"
 #include "agg/log.h"
 
 #define FUZZ_MAX_HCAS 8
 
-#define FUZZ_CHECK(_cond)                                                           \
-    do {                                                                            \
-        if (!(_cond)) {                                                             \
-            fprintf(stderr, "%s:%d: invariant broken: %s\n", __FILE__, __LINE__,    \
-                    #_cond);                                                        \
-            abort();                                                                \
-        }                                                                           \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
