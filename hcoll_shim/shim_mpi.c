@@ -170,7 +170,7 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
     agg_comm_spec_t spec = {0};
     MPI_Group group, world_group;
     shim_comm_t *sc;
-    int *ranks, *world_ranks, flag = 0, i;
+    int *ranks, *world_ranks, flag = 0, i, ok;
     void *val;
     agg_status_t st;
 
@@ -184,6 +184,12 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
     }
     sc->state = SHIM_COMM_HOST;
     sc->oob   = MPI_COMM_NULL;
+    /* An intercommunicator's allreduce returns the other group's reduction:
+     * not what a group on the tree computes. */
+    PMPI_Comm_test_inter(comm, &flag);
+    if (flag) {
+        goto out;
+    }
     PMPI_Comm_rank(comm, &spec.rank);
     PMPI_Comm_size(comm, &spec.size);
     if (shim.level <= 2 && spec.size < shim.np) {
@@ -196,10 +202,13 @@ static shim_comm_t *shim_comm_get(MPI_Comm comm)
     }
     ranks       = malloc((size_t)spec.size * sizeof(int));
     world_ranks = malloc((size_t)spec.size * sizeof(int));
-    if (ranks == NULL || world_ranks == NULL) {
+    ok          = ranks != NULL && world_ranks != NULL;
+    /* every member must take the same path, even if one is out of memory */
+    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm);
+    if (!ok) {
         free(ranks);
         free(world_ranks);
-        goto out; /* the same on every rank is not guaranteed; see agree below */
+        goto out;
     }
     for (i = 0; i < spec.size; ++i) {
         ranks[i] = i;

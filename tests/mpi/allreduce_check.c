@@ -180,7 +180,7 @@ static void run_comm(MPI_Comm comm, size_t max_count)
     free(members);
 }
 
-/* Types and ops the network does not take: they must still be right. */
+/* Types, ops and communicators the network does not take: they must still be right. */
 static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     int i;
@@ -231,6 +231,23 @@ static void run_unsupported(MPI_Comm comm)
         bad += b[2 * i] != e0 || b[2 * i + 1] != e1;
     }
     checks += 3;
+    /* an intercommunicator: each side gets the other side's sum */
+    if (size >= 2) {
+        MPI_Comm half, inter;
+        int wsize, mine = world_rank + 1, theirs = -1, expect = 0, r;
+
+        MPI_Comm_size(MPI_COMM_WORLD, &wsize);
+        MPI_Comm_split(comm, rank % 2, rank, &half);
+        MPI_Intercomm_create(half, 0, comm, rank % 2 ? 0 : 1, 77, &inter);
+        MPI_Allreduce(&mine, &theirs, 1, MPI_INT, MPI_SUM, inter);
+        for (r = 0; r < size; ++r) {
+            expect += (r % 2 != rank % 2) ? r + 1 : 0;
+        }
+        bad += theirs != expect;
+        checks++;
+        MPI_Comm_free(&inter);
+        MPI_Comm_free(&half);
+    }
     if (bad) {
         failures++;
         fprintf(stderr, "rank %d: unsupported-type allreduce: %ld wrong\n", world_rank, bad);
