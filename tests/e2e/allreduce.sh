@@ -6,14 +6,11 @@
 NP=${2:?NP}
 shift 2
 
-"$BIN/aggrun" --stats-file "$TMP/stats" -- \
-    "${MPIRUN[@]}" -np "$NP" -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 \
-    "$BIN/allreduce_check" "$@" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "allreduce_check failed"; }
-cat "$TMP/out"
-grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/out" || fail "no clean result line"
-frags=$(stat fragments_in "$TMP/stats")
-results=$(stat results_out "$TMP/stats")
-errors=$(stat errors "$TMP/stats")
+run_check offload "$NP" -x HCOLL_ENABLE_SHARP=3 -- "$@"
+cat "$TMP/offload.out"
+frags=$(stat fragments_in "$TMP/offload.stats")
+results=$(stat results_out "$TMP/offload.stats")
+errors=$(stat errors "$TMP/offload.stats")
 echo "switchsim: fragments_in=$frags results_out=$results errors=$errors"
 [ "${frags:-0}" -gt 0 ] || fail "no fragment reached switchsim: the offload path was not taken"
 [ "${results:-0}" -gt 0 ] || fail "switchsim returned no result"

@@ -8,7 +8,7 @@ for np in 2 3; do
         "${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="${SANITIZER_PRELOAD:-}" "$BIN/agg_api_check" \
         >"$TMP/out$np" 2>&1 || { cat "$TMP/out$np"; fail "agg_api_check failed on $np ranks"; }
     cat "$TMP/out$np"
-    grep -Eq '^agg_api_check: [1-9][0-9]* passed, 0 failed$' "$TMP/out$np" || fail "no clean result line"
+    expect_clean "$TMP/out$np" agg_api_check "agg_api_check on $np ranks"
     # the world, the two halves, and each half created again
     [ "$(stat groups_total "$TMP/stats$np")" -eq 5 ] || fail "expected 5 groups on $np ranks"
     [ "$(stat errors "$TMP/stats$np")" -eq 0 ] || fail "switchsim saw bad fragments"

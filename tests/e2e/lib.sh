@@ -41,6 +41,33 @@ check_clean() {
     fi
 }
 
+# expect_clean OUT PROGRAM WHAT: OUT must end PROGRAM's run with its
+# "N passed, 0 failed" line (N > 0); otherwise show OUT and fail with WHAT.
+expect_clean() {
+    grep -Eq "^$2: [1-9][0-9]* passed, 0 failed\$" "$1" || { cat "$1"; fail "$3"; }
+}
+
+# run_check NAME NP [mpirun options...] -- [allreduce_check options...]
+# Runs allreduce_check on NP ranks under aggrun with the shim preloaded;
+# output in $TMP/NAME.out, switchsim's counters in $TMP/NAME.stats. Fails
+# unless the program ran and every check passed. Options for aggrun itself
+# (e.g. --topology FILE) go in the array AGGRUN_OPTS.
+AGGRUN_OPTS=()
+run_check() {
+    local name=$1 np=$2 mpi=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+        mpi+=("$1")
+        shift
+    done
+    shift
+    "$BIN/aggrun" "${AGGRUN_OPTS[@]}" --stats-file "$TMP/$name.stats" -- \
+        "${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="$PRELOAD" "${mpi[@]}" \
+        "$BIN/allreduce_check" "$@" >"$TMP/$name.out" 2>&1 ||
+        { cat "$TMP/$name.out"; fail "$name: allreduce_check failed"; }
+    expect_clean "$TMP/$name.out" allreduce_check "$name: wrong results"
+}
+
 fail() {
     echo "FAIL: $*" >&2
     exit 1

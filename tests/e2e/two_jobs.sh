@@ -16,7 +16,7 @@ MPIRUN_LINE="${MPIRUN[*]}"
     job >'$TMP/j2' 2>&1; second=\$?
     wait \$first && exit \$second" || { cat "$TMP/j1" "$TMP/j2"; fail "a job failed"; }
 for j in j1 j2; do
-    grep -Eq '^allreduce_check: [1-9][0-9]* passed, 0 failed$' "$TMP/$j" || { cat "$TMP/$j"; fail "$j: wrong results"; }
+    expect_clean "$TMP/$j" allreduce_check "$j: wrong results"
 done
 [ "$(stat groups_total "$TMP/stats")" -eq 2 ] || fail "expected one group per job"
 [ "$(stat errors "$TMP/stats")" -eq 0 ] || fail "switchsim saw bad fragments"
