@@ -30,15 +30,26 @@ typedef struct aggmgr_conn {
 typedef struct aggmgr_an {
     uint32_t osts_cap, osts_used;     /* reserved by jobs */
     uint32_t groups_cap, groups_used; /* reserved by jobs */
+    uint32_t sat_flows_cap, sat_flows_used; /* SAT groups served at once */
     unsigned trees_rooted;            /* for balancing roots across trees */
 } aggmgr_an_t;
 
+/* A group's part on one tree (LLT or SAT). */
+typedef struct aggmgr_gtree {
+    agg_status_t        status;   /* AGG_OK when it exists */
+    uint32_t            tree_id;
+    uint32_t            osts;
+    uint32_t            payload;
+    aggmgr_tree_t       tree;     /* the job's tree pruned to the members */
+    agg_wire_endpoint_t endpoint; /* where switchsim put it */
+} aggmgr_gtree_t;
+
 typedef struct aggmgr_group {
     uint32_t        id;
-    uint32_t        osts;
+    uint32_t        num_members;
     int             owner_fd;
-    aggmgr_tree_t   tree;
-    char            shm_name[AGG_WIRE_NAME_LEN];
+    aggmgr_gtree_t  llt;
+    aggmgr_gtree_t  sat;          /* status != AGG_OK: the group has no SAT part */
     struct aggmgr_group *next;
 } aggmgr_group_t;
 
@@ -54,8 +65,11 @@ typedef struct aggmgr_job {
     uint32_t        payload_per_ost;
     uint32_t        osts_per_group;
     int            *cas;              /* world rank -> index into topo.cas */
+    uint32_t        num_cas;          /* distinct adapters it holds */
+    int            *held;             /* those adapters */
     aggmgr_tree_t   tree;
     uint32_t        tree_id;
+    uint32_t        sat_tree_id;      /* 0: no SAT tree */
     aggmgr_group_t *groups;
     struct aggmgr_job *next;
 } aggmgr_job_t;
@@ -64,9 +78,8 @@ typedef struct aggmgr_sim {
     int      fd;                      /* -1 when none is registered */
     uint32_t id;
     uint32_t pid;
-    uint32_t an_osts, an_payload_per_ost, an_max_groups;
+    uint32_t an_osts, an_payload_per_ost, an_max_groups, an_sat_flows, workers;
     char     host[AGG_WIRE_NAME_LEN];
-    char     bell_shm[AGG_WIRE_NAME_LEN];
 } aggmgr_sim_t;
 
 typedef struct aggmgr {
@@ -92,20 +105,38 @@ typedef struct aggmgr {
 
 void aggmgr_resources_init(aggmgr_t *am);
 
+/*
+ * Creates a job: places its ranks on adapters (aggmgr_place), builds its
+ * LLT tree (and the paired SAT tree when asked), reserves its quota.
+ * hosts: num_hosts names of AGG_WIRE_NAME_LEN bytes; host_of: per world rank.
+ */
 agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
-                               const agg_msg_job_create_t *req,
-                               agg_msg_job_create_reply_t *rep);
+                               const agg_msg_job_create_t *req, const char *hosts,
+                               const uint32_t *host_of, agg_msg_job_create_reply_t *rep);
 agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
 
 /*
- * Creates a group of `n` world ranks of a job on the job's tree and has
- * switchsim configure it. On success fills rep and leaf_guids[n].
+ * Creates a group of `n` world ranks of a job: its LLT part, and its SAT
+ * part when req asks and the job has a SAT tree (a SAT part that cannot be
+ * had leaves the LLT part standing, with the reason in its status), each
+ * configured on switchsim. On success *out is the group.
  */
-agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, uint32_t job_id,
-                                 const uint32_t *world_ranks, uint32_t n,
-                                 uint32_t osts, agg_msg_group_create_reply_t *rep,
-                                 uint64_t *leaf_guids);
+agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group_create_t *req,
+                                 const uint32_t *world_ranks, aggmgr_group_t **out);
 agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id);
+
+/* ---- rank placement (aggmgr_place.c) ---- */
+
+/*
+ * Gives each world rank an adapter (index into topo.cas): one of its own
+ * host's when the fabric names the job's hosts (ranks of a host share them,
+ * `device` non-empty keeps only adapters of that device), else free adapters
+ * packed leaf after leaf or spread over the leaves. Adapters of other jobs
+ * are never used. On failure why says what is missing.
+ */
+agg_status_t aggmgr_place(const aggmgr_t *am, const agg_msg_job_create_t *req,
+                          const char *hosts, const uint32_t *host_of, int *cas, char *why,
+                          size_t whylen);
 
 /* Drops every job and group owned by a closed connection. */
 void aggmgr_conn_release(aggmgr_t *am, int fd);

@@ -1,8 +1,11 @@
 /*
  * Jobs, groups and the resource counts behind them. A job reserves OSTs and
- * group slots on every aggregation node of its tree; each group takes its
- * OSTs out of its job's reservation. Running out is an ordinary answer
- * (AGG_ERR_QUOTA or AGG_ERR_NO_RESOURCE) that the client falls back on.
+ * group slots on every aggregation node of its LLT tree, and gets the paired
+ * SAT tree (same switches, its own tree ID) when it asks for SAT. A group
+ * takes its LLT OSTs out of its job's reservation, and its SAT part a SAT
+ * flow on every switch of its tree (a switch serves an_sat_flows SAT groups
+ * at once). Running out is an ordinary answer (AGG_ERR_QUOTA or
+ * AGG_ERR_NO_RESOURCE) that the client falls back on.
  */
 #include "aggmgr.h"
 
@@ -16,11 +19,13 @@ void aggmgr_resources_init(aggmgr_t *am)
 {
     uint32_t osts   = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_OSTS);
     uint32_t groups = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_MAX_GROUPS);
+    uint32_t flows  = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_SAT_FLOWS);
     int i;
 
     for (i = 0; i < am->topo.num_nodes; ++i) {
-        am->ans[i].osts_cap   = osts;
-        am->ans[i].groups_cap = groups;
+        am->ans[i].osts_cap      = osts;
+        am->ans[i].groups_cap    = groups;
+        am->ans[i].sat_flows_cap = flows;
     }
 }
 
@@ -71,19 +76,43 @@ static uint32_t aggmgr__share(uint32_t cap, long long percent)
     return v == 0 ? 1 : v;
 }
 
+/* The adapters a job holds, each once (ranks of a host may share one). */
+static agg_status_t aggmgr__job_hold(aggmgr_t *am, aggmgr_job_t *job)
+{
+    uint32_t r, k;
+
+    job->held = malloc(job->world_size * sizeof(*job->held));
+    if (job->held == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    for (r = 0; r < job->world_size; ++r) {
+        for (k = 0; k < job->num_cas && job->held[k] != job->cas[r]; ++k) {
+        }
+        if (k == job->num_cas) {
+            job->held[job->num_cas++] = job->cas[r];
+        }
+    }
+    for (k = 0; k < job->num_cas; ++k) {
+        am->ca_busy[job->held[k]] = 1;
+    }
+    return AGG_OK;
+}
+
 agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
-                               const agg_msg_job_create_t *req,
-                               agg_msg_job_create_reply_t *rep)
+                               const agg_msg_job_create_t *req, const char *hosts,
+                               const uint32_t *host_of, agg_msg_job_create_reply_t *rep)
 {
     long long percent = agg_conf_int(&am->conf, AGG_CONF_AM_LLT_QUOTA_PERCENT);
     uint32_t an_payload = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_PAYLOAD_PER_OST);
-    uint32_t osts, groups, payload, i, found;
+    uint32_t osts, groups, payload;
     aggmgr_job_t *job;
+    unsigned *load;
+    char why[512];
     agg_status_t st;
+    int n;
 
-    if (req->world_size == 0 || req->world_size > (uint32_t)am->topo.num_cas) {
-        agg_warn("job from %s pid %u asks for %u hosts; the fabric (%s) has %d",
-                 req->host, req->pid, req->world_size, am->topo.source, am->topo.num_cas);
+    if (req->world_size == 0 || req->world_size > (uint32_t)am->topo.num_cas * 1024u) {
+        agg_warn("job from %s pid %u asks for %u ranks", req->host, req->pid, req->world_size);
         return AGG_ERR_NO_RESOURCE;
     }
     if (am->num_jobs >= (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AM_MAX_JOBS)) {
@@ -107,62 +136,54 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     if (job == NULL) {
         return AGG_ERR_NO_MEMORY;
     }
-    job->cas = malloc(req->world_size * sizeof(*job->cas));
+    job->world_size = req->world_size;
+    job->cas        = malloc(req->world_size * sizeof(*job->cas));
     if (job->cas == NULL) {
         st = AGG_ERR_NO_MEMORY;
         goto err_free;
     }
-    /* Rank r gets the r-th free host adapter, in topology order. */
-    for (i = 0, found = 0; i < (uint32_t)am->topo.num_cas && found < req->world_size; ++i) {
-        if (!am->ca_busy[i]) {
-            job->cas[found++] = (int)i;
-        }
-    }
-    if (found < req->world_size) {
-        agg_warn("job from %s pid %u asks for %u hosts; only %u are free", req->host,
-                 req->pid, req->world_size, found);
-        st = AGG_ERR_NO_RESOURCE;
+    st = aggmgr_place(am, req, hosts, host_of, job->cas, why, sizeof(why));
+    if (st != AGG_OK) {
+        agg_warn("job from %s pid %u: %s", req->host, req->pid, why);
         goto err_free;
     }
-    {
-        unsigned *load = malloc((size_t)am->topo.num_nodes * sizeof(*load));
-        int n;
-
-        if (load == NULL) {
-            st = AGG_ERR_NO_MEMORY;
-            goto err_free;
-        }
-        for (n = 0; n < am->topo.num_nodes; ++n) {
-            load[n] = am->ans[n].trees_rooted;
-        }
-        st = aggmgr_tree_build(&am->topo, job->cas, (int)req->world_size, load, &job->tree);
-        free(load);
-        if (st != AGG_OK) {
-            agg_warn("no aggregation tree covers the %u hosts of the job: %s",
-                     req->world_size, agg_status_string(st));
-            goto err_free;
-        }
+    load = malloc((size_t)am->topo.num_nodes * sizeof(*load));
+    if (load == NULL) {
+        st = AGG_ERR_NO_MEMORY;
+        goto err_free;
+    }
+    for (n = 0; n < am->topo.num_nodes; ++n) {
+        load[n] = am->ans[n].trees_rooted;
+    }
+    st = aggmgr_tree_build(&am->topo, job->cas, (int)req->world_size, load, &job->tree);
+    free(load);
+    if (st != AGG_OK) {
+        agg_warn("no aggregation tree covers the %u ranks of the job: %s", req->world_size,
+                 agg_status_string(st));
+        goto err_free;
     }
     if (!aggmgr__tree_fits(am, &job->tree, osts, groups)) {
         agg_warn("job quota (osts %u, groups %u) does not fit on its tree", osts, groups);
         st = AGG_ERR_NO_RESOURCE;
         goto err_tree;
     }
+    st = aggmgr__job_hold(am, job);
+    if (st != AGG_OK) {
+        goto err_tree;
+    }
     aggmgr__tree_reserve(am, &job->tree, 1, osts, groups);
     am->ans[job->tree.nodes[0].topo_node].trees_rooted++;
-    for (i = 0; i < req->world_size; ++i) {
-        am->ca_busy[job->cas[i]] = 1;
-    }
 
     job->id              = ++am->next_job_id;
     job->key             = req->job_key;
     job->owner_fd        = owner_fd;
-    job->world_size      = req->world_size;
     job->osts            = osts;
     job->max_groups      = groups;
     job->payload_per_ost = payload;
     job->osts_per_group  = req->osts_per_group;
     job->tree_id         = am->next_tree_id++;
+    /* the paired SAT tree: the same switches, streaming, its own ID */
+    job->sat_tree_id     = (req->flags & AGG_JOB_F_SAT) ? am->next_tree_id++ : 0;
     job->next            = am->jobs;
     am->jobs             = job;
     am->num_jobs++;
@@ -176,11 +197,14 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     rep->payload_per_ost = payload;
     rep->max_groups      = groups;
     rep->root_guid       = am->topo.nodes[job->tree.nodes[0].topo_node].guid;
-    agg_info("job %u (key 0x%llx) created for %s pid %u: %u hosts, tree %u root %s "
-             "depth %d nodes %d, quota osts %u payload %u groups %u",
+    rep->sat_tree_id     = job->sat_tree_id;
+    rep->sat_flows       = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_SAT_FLOWS);
+    agg_info("job %u (key 0x%llx) created for %s pid %u: %u ranks on %u adapters, tree %u%s "
+             "root %s depth %d nodes %d, quota osts %u payload %u groups %u",
              job->id, (unsigned long long)job->key, req->host, req->pid, job->world_size,
-             job->tree_id, am->topo.nodes[job->tree.nodes[0].topo_node].id,
-             job->tree.depth, job->tree.num_nodes, osts, payload, groups);
+             job->num_cas, job->tree_id, job->sat_tree_id ? " (+SAT)" : "",
+             am->topo.nodes[job->tree.nodes[0].topo_node].id, job->tree.depth,
+             job->tree.num_nodes, osts, payload, groups);
     return AGG_OK;
 
 err_tree:
@@ -191,50 +215,165 @@ err_free:
     return st;
 }
 
-static void aggmgr__group_teardown(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *g)
+/* ---- groups -------------------------------------------------------------- */
+
+/* Has switchsim lay out a group's part on one tree; fills gt->endpoint. */
+static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
+                                         const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                         uint32_t tree, uint32_t flags)
 {
-    agg_msg_group_ref_t ref = {.job_id = job->id, .group_id = g->id};
+    agg_msg_group_config_reply_t rep;
+    agg_msg_group_config_t *cfg;
+    agg_wire_tree_node_t *wn;
+    agg_wire_member_t *wm;
+    size_t len, body_len;
+    uint32_t i, nn = (uint32_t)gt->tree.num_nodes;
     agg_status_t st;
 
-    if (am->sim.fd >= 0) {
-        agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
-        st = agg_msg_call_status(am->sim.fd, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref),
-                                 AGG_MSG_GROUP_TEARDOWN_REPLY, 5000);
-        if (st != AGG_OK) {
-            agg_warn("switchsim did not tear down group %u: %s", g->id,
-                     agg_status_string(st));
+    body_len = sizeof(*cfg) + nn * sizeof(*wn) + g->num_members * sizeof(*wm);
+    cfg = calloc(1, body_len);
+    if (cfg == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    *cfg = (agg_msg_group_config_t){
+        .group_id = g->id, .job_id = job->id, .num_members = g->num_members,
+        .num_nodes = nn, .osts = gt->osts, .payload = gt->payload, .tree = tree,
+        .flags = flags & AGG_GROUP_F_REPRODUCIBLE,
+    };
+    wn = (agg_wire_tree_node_t *)(cfg + 1);
+    wm = (agg_wire_member_t *)(wn + nn);
+    for (i = 0; i < nn; ++i) {
+        wn[i].guid   = am->topo.nodes[gt->tree.nodes[i].topo_node].guid;
+        wn[i].parent = gt->tree.nodes[i].parent;
+    }
+    for (i = 0; i < g->num_members; ++i) {
+        wm[i].leaf = (uint32_t)gt->tree.hca_leaf[i];
+    }
+    agg_wire_swap(cfg, AGG_FMT_GROUP_CONFIG, 1);
+    agg_wire_swap(wn, AGG_FMT_TREE_NODE, nn);
+    agg_wire_swap(wm, AGG_FMT_MEMBER, g->num_members);
+    st = aggmgr_sim_call(am, AGG_MSG_GROUP_CONFIG, cfg, body_len, AGG_MSG_GROUP_CONFIG_REPLY,
+                         &rep, sizeof(rep), &len);
+    free(cfg);
+    if (st == AGG_OK) {
+        if (len == sizeof(agg_msg_status_t)) {
+            agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+            st = rep.status != AGG_OK ? rep.status : AGG_ERR_PROTOCOL;
+        } else if (len != sizeof(rep)) {
+            st = AGG_ERR_PROTOCOL;
+        } else {
+            agg_wire_swap(&rep, AGG_FMT_GROUP_CONFIG_REPLY, 1);
+            st = rep.status;
+            if (st == AGG_OK && (rep.endpoint.length == 0 ||
+                                 rep.endpoint.length > sizeof(rep.endpoint.addr))) {
+                st = AGG_ERR_PROTOCOL;
+            }
         }
     }
-    job->osts_used -= g->osts;
-    job->num_groups--;
-    aggmgr_tree_free(&g->tree);
-    free(g);
+    if (st != AGG_OK) {
+        agg_warn("switchsim could not configure the %s part of group %u: %s",
+                 tree == AGG_TREE_SAT ? "SAT" : "LLT", g->id, agg_status_string(st));
+        return st;
+    }
+    gt->endpoint = rep.endpoint;
+    return AGG_OK;
 }
 
-agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, uint32_t job_id,
-                                 const uint32_t *world_ranks, uint32_t n,
-                                 uint32_t osts, agg_msg_group_create_reply_t *rep,
-                                 uint64_t *leaf_guids)
+static void aggmgr__gtree_teardown(aggmgr_t *am, const aggmgr_job_t *job,
+                                   const aggmgr_group_t *g, uint32_t tree)
 {
-    aggmgr_job_t *job = aggmgr__job_find(am, job_id);
-    agg_msg_group_config_reply_t cfg_rep;
-    agg_msg_group_config_t *cfg;
-    agg_wire_tree_node_t *wnodes;
-    agg_wire_member_t *wmembers;
+    agg_msg_group_ref_t ref = {.job_id = job->id, .group_id = g->id, .tree = tree};
+    agg_status_t st;
+
+    if (am->sim.fd < 0) {
+        return;
+    }
+    agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
+    st = agg_msg_call_status(am->sim.fd, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref),
+                             AGG_MSG_GROUP_TEARDOWN_REPLY, 5000);
+    if (st != AGG_OK) {
+        agg_warn("switchsim did not tear down group %u: %s", g->id, agg_status_string(st));
+    }
+}
+
+/* Every switch of the group's SAT tree has a SAT flow to spare; which does not. */
+static int aggmgr__sat_flows_fit(const aggmgr_t *am, const aggmgr_tree_t *tree)
+{
+    int i;
+
+    for (i = 0; i < tree->num_nodes; ++i) {
+        const aggmgr_an_t *an = &am->ans[tree->nodes[i].topo_node];
+        if (an->sat_flows_used >= an->sat_flows_cap) {
+            return tree->nodes[i].topo_node;
+        }
+    }
+    return -1;
+}
+
+static void aggmgr__sat_flows_take(aggmgr_t *am, const aggmgr_tree_t *tree, int sign)
+{
+    int i;
+
+    for (i = 0; i < tree->num_nodes; ++i) {
+        am->ans[tree->nodes[i].topo_node].sat_flows_used += (uint32_t)sign;
+    }
+}
+
+/* The SAT part of a new group; a refusal is logged and recorded, not fatal. */
+static void aggmgr__group_sat(aggmgr_t *am, const aggmgr_job_t *job, aggmgr_group_t *g,
+                              const agg_msg_group_create_t *req, const int *sel)
+{
+    aggmgr_gtree_t *gt = &g->sat;
+    int full;
+
+    gt->tree_id = job->sat_tree_id;
+    gt->osts    = req->sat_osts ? req->sat_osts : 4;
+    gt->payload = req->sat_payload;
+    gt->status  = aggmgr_tree_prune(&job->tree, sel, (int)g->num_members, &gt->tree);
+    if (gt->status != AGG_OK) {
+        return;
+    }
+    full = aggmgr__sat_flows_fit(am, &gt->tree);
+    if (full >= 0) {
+        agg_info("job %u: group %u gets no SAT part: switch %s already serves %u SAT flows "
+                 "(an_sat_flows); it uses the LLT", job->id, g->id, am->topo.nodes[full].id,
+                 am->ans[full].sat_flows_used);
+        gt->status = AGG_ERR_NO_RESOURCE;
+        aggmgr_tree_free(&gt->tree);
+        return;
+    }
+    gt->status = aggmgr__gtree_config(am, job, g, gt, AGG_TREE_SAT, req->flags);
+    if (gt->status != AGG_OK) {
+        aggmgr_tree_free(&gt->tree);
+        return;
+    }
+    aggmgr__sat_flows_take(am, &gt->tree, 1);
+}
+
+agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group_create_t *req,
+                                 const uint32_t *world_ranks, aggmgr_group_t **out)
+{
+    aggmgr_job_t *job = aggmgr__job_find(am, req->job_id);
+    uint32_t i, j, n = req->num_members, osts = req->osts;
     aggmgr_group_t *g;
     int *sel = NULL;
-    size_t len, body_len;
-    uint32_t i, j;
     agg_status_t st;
 
     if (job == NULL) {
         return AGG_ERR_NO_JOB;
     }
     if (am->sim.fd < 0) {
-        agg_warn("group for job %u refused: no switchsim is registered", job_id);
+        agg_warn("group for job %u refused: no switchsim is registered", req->job_id);
         return AGG_ERR_NO_SWITCHSIM;
     }
     if (n == 0 || n > job->world_size) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    if ((req->flags & AGG_GROUP_F_SAT) &&
+        (req->sat_payload < 8 || req->sat_payload % 8 != 0 || req->sat_payload > (64u << 20) ||
+         req->sat_osts > 64)) {
+        agg_warn("job %u: SAT chunks of %u bytes, %u in flight: not supported", req->job_id,
+                 req->sat_payload, req->sat_osts);
         return AGG_ERR_INVALID_PARAM;
     }
     if (osts == 0) {
@@ -242,7 +381,7 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, uint32_t job_id,
     }
     if (job->num_groups >= job->max_groups || job->osts_used + osts > job->osts) {
         agg_info("job %u: group of %u refused, quota used (groups %u/%u, osts %u+%u/%u)",
-                 job_id, n, job->num_groups, job->max_groups, job->osts_used, osts,
+                 req->job_id, n, job->num_groups, job->max_groups, job->osts_used, osts,
                  job->osts);
         return AGG_ERR_QUOTA;
     }
@@ -254,7 +393,7 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, uint32_t job_id,
     }
     for (i = 0; i < n; ++i) {
         if (world_ranks[i] >= job->world_size) {
-            agg_warn("job %u: group member %u has world rank %u of %u", job_id, i,
+            agg_warn("job %u: group member %u has world rank %u of %u", req->job_id, i,
                      world_ranks[i], job->world_size);
             st = AGG_ERR_INVALID_PARAM;
             goto err_free;
@@ -267,83 +406,57 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, uint32_t job_id,
         }
         sel[i] = (int)world_ranks[i];
     }
-    st = aggmgr_tree_prune(&job->tree, sel, (int)n, &g->tree);
+    g->id          = ++am->next_group_id;
+    g->num_members = n;
+    g->owner_fd    = owner_fd;
+    g->llt.tree_id = job->tree_id;
+    g->llt.osts    = osts;
+    g->llt.payload = job->payload_per_ost;
+    g->sat.status  = AGG_ERR_SAT_UNAVAILABLE;
+    st = aggmgr_tree_prune(&job->tree, sel, (int)n, &g->llt.tree);
     if (st != AGG_OK) {
         goto err_free;
     }
-
-    body_len = sizeof(*cfg) + (size_t)g->tree.num_nodes * sizeof(*wnodes) +
-               n * sizeof(*wmembers);
-    cfg = calloc(1, body_len);
-    if (cfg == NULL) {
-        st = AGG_ERR_NO_MEMORY;
-        goto err_tree;
-    }
-    g->id                = ++am->next_group_id;
-    g->osts              = osts;
-    g->owner_fd          = owner_fd;
-    cfg->group_id        = g->id;
-    cfg->job_id          = job->id;
-    cfg->num_members     = n;
-    cfg->num_nodes       = (uint32_t)g->tree.num_nodes;
-    cfg->osts            = osts;
-    cfg->payload_per_ost = job->payload_per_ost;
-    wnodes   = (agg_wire_tree_node_t *)(cfg + 1);
-    wmembers = (agg_wire_member_t *)(wnodes + g->tree.num_nodes);
-    for (i = 0; i < (uint32_t)g->tree.num_nodes; ++i) {
-        wnodes[i].guid   = am->topo.nodes[g->tree.nodes[i].topo_node].guid;
-        wnodes[i].parent = g->tree.nodes[i].parent;
-    }
-    for (i = 0; i < n; ++i) {
-        wmembers[i].leaf = (uint32_t)g->tree.hca_leaf[i];
-        leaf_guids[i]    = wnodes[wmembers[i].leaf].guid;
-    }
-    agg_wire_swap(cfg, AGG_FMT_GROUP_CONFIG, 1);
-    agg_wire_swap(wnodes, AGG_FMT_TREE_NODE, (size_t)g->tree.num_nodes);
-    agg_wire_swap(wmembers, AGG_FMT_MEMBER, n);
-    st = aggmgr_sim_call(am, AGG_MSG_GROUP_CONFIG, cfg, body_len,
-                         AGG_MSG_GROUP_CONFIG_REPLY, &cfg_rep, sizeof(cfg_rep), &len);
-    free(cfg);
-    if (st == AGG_OK) {
-        if (len != sizeof(cfg_rep)) {
-            st = AGG_ERR_PROTOCOL;
-        } else {
-            agg_wire_swap(&cfg_rep, AGG_FMT_GROUP_CONFIG_REPLY, 1);
-            st = cfg_rep.status;
-        }
-    }
+    st = aggmgr__gtree_config(am, job, g, &g->llt, AGG_TREE_LLT, req->flags);
     if (st != AGG_OK) {
-        agg_warn("switchsim could not configure group %u: %s", g->id,
-                 agg_status_string(st));
         goto err_tree;
     }
-    snprintf(g->shm_name, sizeof(g->shm_name), "%s", cfg_rep.shm_name);
+    g->llt.status = AGG_OK;
+    if ((req->flags & AGG_GROUP_F_SAT) && job->sat_tree_id != 0) {
+        aggmgr__group_sat(am, job, g, req, sel);
+    }
     g->next     = job->groups;
     job->groups = g;
     job->num_groups++;
     job->osts_used += osts;
-
-    rep->status          = AGG_OK;
-    rep->group_id        = g->id;
-    rep->osts            = osts;
-    rep->payload_per_ost = job->payload_per_ost;
-    rep->num_members     = n;
-    rep->tree_depth      = (uint32_t)g->tree.depth;
-    rep->tree_nodes      = (uint32_t)g->tree.num_nodes;
-    snprintf(rep->shm_name, sizeof(rep->shm_name), "%s", cfg_rep.shm_name);
-    snprintf(rep->bell_name, sizeof(rep->bell_name), "%s", am->sim.bell_shm);
-    agg_info("job %u: group %u of %u members on %d nodes (depth %d, root %s), %u OSTs",
-             job_id, g->id, n, g->tree.num_nodes, g->tree.depth,
-             am->topo.nodes[g->tree.nodes[0].topo_node].id, osts);
+    agg_info("job %u: group %u of %u members on %d nodes (depth %d, root %s), %u OSTs%s",
+             req->job_id, g->id, n, g->llt.tree.num_nodes, g->llt.tree.depth,
+             am->topo.nodes[g->llt.tree.nodes[0].topo_node].id, osts,
+             g->sat.status == AGG_OK ? ", with a SAT part" : "");
     free(sel);
+    *out = g;
     return AGG_OK;
 
 err_tree:
-    aggmgr_tree_free(&g->tree);
+    aggmgr_tree_free(&g->llt.tree);
 err_free:
     free(sel);
     free(g);
     return st;
+}
+
+static void aggmgr__group_free(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *g)
+{
+    aggmgr__gtree_teardown(am, job, g, AGG_TREE_LLT);
+    if (g->sat.status == AGG_OK) {
+        aggmgr__gtree_teardown(am, job, g, AGG_TREE_SAT);
+        aggmgr__sat_flows_take(am, &g->sat.tree, -1);
+        aggmgr_tree_free(&g->sat.tree);
+    }
+    job->osts_used -= g->llt.osts;
+    job->num_groups--;
+    aggmgr_tree_free(&g->llt.tree);
+    free(g);
 }
 
 agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id)
@@ -359,7 +472,7 @@ agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_
             g   = *pp;
             *pp = g->next;
             agg_info("job %u: group %u destroyed", job_id, group_id);
-            aggmgr__group_teardown(am, job, g);
+            aggmgr__group_free(am, job, g);
             return AGG_OK;
         }
     }
@@ -370,7 +483,7 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id)
 {
     aggmgr_job_t **pp, *job;
     aggmgr_group_t *g;
-    uint32_t i;
+    uint32_t k;
 
     for (pp = &am->jobs; *pp != NULL; pp = &(*pp)->next) {
         if ((*pp)->id != job_id) {
@@ -380,16 +493,17 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id)
         *pp = job->next;
         while ((g = job->groups) != NULL) {
             job->groups = g->next;
-            aggmgr__group_teardown(am, job, g);
+            aggmgr__group_free(am, job, g);
         }
         aggmgr__tree_reserve(am, &job->tree, -1, job->osts, job->max_groups);
         am->ans[job->tree.nodes[0].topo_node].trees_rooted--;
-        for (i = 0; i < job->world_size; ++i) {
-            am->ca_busy[job->cas[i]] = 0;
+        for (k = 0; k < job->num_cas; ++k) {
+            am->ca_busy[job->held[k]] = 0;
         }
         agg_info("job %u destroyed", job->id);
         aggmgr_tree_free(&job->tree);
         free(job->cas);
+        free(job->held);
         free(job);
         am->num_jobs--;
         return AGG_OK;
@@ -422,7 +536,6 @@ void aggmgr_sim_lost(aggmgr_t *am)
 {
     aggmgr_job_t *job;
     aggmgr_group_t *g;
-
     unsigned lost = 0;
 
     for (job = am->jobs; job != NULL; job = job->next) {
@@ -438,7 +551,7 @@ void aggmgr_sim_lost(aggmgr_t *am)
     for (job = am->jobs; job != NULL; job = job->next) {
         while ((g = job->groups) != NULL) {
             job->groups = g->next;
-            aggmgr__group_teardown(am, job, g);
+            aggmgr__group_free(am, job, g);
         }
     }
 }

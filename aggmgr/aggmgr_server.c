@@ -89,8 +89,7 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
         return AGG_ERR_PROTOCOL;
     }
     agg_wire_swap(reg, AGG_FMT_SIM_REGISTER, 1);
-    reg->host[sizeof(reg->host) - 1]         = '\0';
-    reg->bell_shm[sizeof(reg->bell_shm) - 1] = '\0';
+    reg->host[sizeof(reg->host) - 1] = '\0';
     if (am->sim.fd >= 0) {
         agg_error("switchsim pid %u on %s refused: switchsim %u (pid %u) already hosts "
                   "every switch; splitting a fabric across switchsim processes is not "
@@ -138,10 +137,11 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     am->sim.an_osts           = reg->an_osts;
     am->sim.an_payload_per_ost = reg->an_payload_per_ost;
     am->sim.an_max_groups     = reg->an_max_groups;
+    am->sim.an_sat_flows      = reg->an_sat_flows;
+    am->sim.workers           = reg->workers;
     snprintf(am->sim.host, sizeof(am->sim.host), "%s", reg->host);
-    snprintf(am->sim.bell_shm, sizeof(am->sim.bell_shm), "%s", reg->bell_shm);
-    agg_info("switchsim %u registered: pid %u on %s hosts %d switches", am->sim.id,
-             reg->pid, reg->host, k);
+    agg_info("switchsim %u registered: pid %u on %s hosts %d switches, %u reduction threads",
+             am->sim.id, reg->pid, reg->host, k, reg->workers);
     return AGG_OK;
 }
 
@@ -150,19 +150,80 @@ static agg_status_t aggmgr__on_job_create(aggmgr_t *am, aggmgr_conn_t *c, uint32
 {
     agg_msg_job_create_t *req = (agg_msg_job_create_t *)body;
     agg_msg_job_create_reply_t rep = {0};
+    uint32_t *host_of, h;
+    char *hosts;
     agg_status_t st;
 
-    if (len != sizeof(*req)) {
+    if (len < sizeof(*req)) {
         return AGG_ERR_PROTOCOL;
     }
     agg_wire_swap(req, AGG_FMT_JOB_CREATE, 1);
-    req->host[sizeof(req->host) - 1] = '\0';
+    if (req->world_size == 0 || req->num_hosts == 0 || req->num_hosts > req->world_size ||
+        len != sizeof(*req) + (size_t)req->num_hosts * AGG_WIRE_NAME_LEN +
+                   (size_t)req->world_size * sizeof(uint32_t)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    req->host[sizeof(req->host) - 1]     = '\0';
+    req->device[sizeof(req->device) - 1] = '\0';
+    hosts   = (char *)(req + 1);
+    host_of = (uint32_t *)(hosts + (size_t)req->num_hosts * AGG_WIRE_NAME_LEN);
+    agg_wire_swap(host_of, "l", req->world_size);
+    for (h = 0; h < req->num_hosts; ++h) {
+        hosts[(size_t)h * AGG_WIRE_NAME_LEN + AGG_WIRE_NAME_LEN - 1] = '\0';
+    }
+    for (h = 0; h < req->world_size; ++h) {
+        if (host_of[h] >= req->num_hosts) {
+            return AGG_ERR_PROTOCOL;
+        }
+    }
     c->kind = AGG_PEER_CLIENT;
     c->pid  = req->pid;
-    st = aggmgr_job_create(am, c->fd, req, &rep);
+    st = aggmgr_job_create(am, c->fd, req, hosts, host_of, &rep);
     rep.status = st;
     agg_wire_swap(&rep, AGG_FMT_JOB_CREATE_REPLY, 1);
     return aggmgr__reply(c, AGG_MSG_JOB_CREATE_REPLY, txid, &rep, sizeof(rep));
+}
+
+/* Bytes of one tree's block in GROUP_CREATE_REPLY. */
+static size_t aggmgr__tree_block_len(const aggmgr_gtree_t *gt, uint32_t n)
+{
+    return sizeof(agg_wire_group_tree_t) +
+           (gt->status == AGG_OK ? sizeof(agg_wire_endpoint_t) +
+                                   (size_t)n * sizeof(agg_wire_member_ep_t) : 0);
+}
+
+/* Writes one tree's block (wire order) at p; returns the bytes written. */
+static size_t aggmgr__tree_block(aggmgr_t *am, const aggmgr_gtree_t *gt, uint32_t tree,
+                                 uint32_t n, uint8_t *p)
+{
+    agg_wire_group_tree_t *t = (agg_wire_group_tree_t *)p;
+    agg_wire_endpoint_t *ep = (agg_wire_endpoint_t *)(t + 1);
+    agg_wire_member_ep_t *mep = (agg_wire_member_ep_t *)(ep + 1);
+    uint32_t i;
+
+    memset(t, 0, sizeof(*t));
+    t->status = gt->status;
+    t->tree   = tree;
+    if (gt->status == AGG_OK) {
+        t->tree_id       = gt->tree_id;
+        t->osts          = gt->osts;
+        t->payload       = gt->payload;
+        t->depth         = (uint32_t)gt->tree.depth;
+        t->nodes         = (uint32_t)gt->tree.num_nodes;
+        t->num_endpoints = 1; /* one switchsim hosts every switch */
+        t->root_guid     = am->topo.nodes[gt->tree.nodes[0].topo_node].guid;
+        *ep = gt->endpoint;
+        agg_wire_swap(ep, AGG_FMT_ENDPOINT, 1);
+        for (i = 0; i < n; ++i) {
+            mep[i].endpoint  = 0;
+            mep[i].channel   = i;
+            mep[i].leaf_guid =
+                am->topo.nodes[gt->tree.nodes[gt->tree.hca_leaf[i]].topo_node].guid;
+        }
+        agg_wire_swap(mep, AGG_FMT_MEMBER_EP, n);
+    }
+    agg_wire_swap(t, AGG_FMT_GROUP_TREE, 1);
+    return aggmgr__tree_block_len(gt, n);
 }
 
 static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
@@ -170,34 +231,44 @@ static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
 {
     agg_msg_group_create_t *req = (agg_msg_group_create_t *)body;
     agg_msg_group_create_reply_t *rep;
-    uint32_t *ranks;
+    aggmgr_group_t *g;
+    uint32_t *ranks, n;
     size_t rep_len;
+    uint8_t *p;
     agg_status_t st;
 
     if (len < sizeof(*req)) {
         return AGG_ERR_PROTOCOL;
     }
     agg_wire_swap(req, AGG_FMT_GROUP_CREATE, 1);
-    if (req->num_members == 0 || req->num_members > 1u << 20 ||
-        len != sizeof(*req) + (size_t)req->num_members * sizeof(uint32_t)) {
+    n = req->num_members;
+    if (n == 0 || n > 1u << 14 || len != sizeof(*req) + (size_t)n * sizeof(uint32_t)) {
         return AGG_ERR_PROTOCOL;
     }
     c->kind = AGG_PEER_CLIENT;
     ranks   = (uint32_t *)(req + 1);
-    agg_wire_swap(ranks, "l", req->num_members);
-    rep_len = sizeof(*rep) + (size_t)req->num_members * sizeof(uint64_t);
-    rep     = calloc(1, rep_len);
-    if (rep == NULL) {
-        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, AGG_ERR_NO_MEMORY);
-    }
-    st = aggmgr_group_create(am, c->fd, req->job_id, ranks, req->num_members, req->osts,
-                             rep, (uint64_t *)(rep + 1));
+    agg_wire_swap(ranks, "l", n);
+    st = aggmgr_group_create(am, c->fd, req, ranks, &g);
     if (st != AGG_OK) {
-        free(rep);
         return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, st);
     }
+    rep_len = sizeof(*rep) + aggmgr__tree_block_len(&g->llt, n) +
+              ((req->flags & AGG_GROUP_F_SAT) ? aggmgr__tree_block_len(&g->sat, n) : 0);
+    rep = calloc(1, rep_len);
+    if (rep == NULL) {
+        aggmgr_group_destroy(am, req->job_id, g->id);
+        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, AGG_ERR_NO_MEMORY);
+    }
+    rep->status      = AGG_OK;
+    rep->group_id    = g->id;
+    rep->num_members = n;
+    rep->num_trees   = (req->flags & AGG_GROUP_F_SAT) ? 2 : 1;
+    p  = (uint8_t *)(rep + 1);
+    p += aggmgr__tree_block(am, &g->llt, AGG_TREE_LLT, n, p);
+    if (req->flags & AGG_GROUP_F_SAT) {
+        aggmgr__tree_block(am, &g->sat, AGG_TREE_SAT, n, p);
+    }
     agg_wire_swap(rep, AGG_FMT_GROUP_CREATE_REPLY, 1);
-    agg_wire_swap(rep + 1, "q", req->num_members);
     st = aggmgr__reply(c, AGG_MSG_GROUP_CREATE_REPLY, txid, rep, rep_len);
     free(rep);
     return st;

@@ -32,6 +32,8 @@ const char *agg_status_string(agg_status_t status)
     case AGG_ERR_GROUP_ID:       return "no such group";
     case AGG_ERR_NO_TREE:        return "no aggregation tree covers these hosts";
     case AGG_ERR_GROUP_JOIN:     return "group join failed";
+    case AGG_ERR_SAT_LOCK_BUSY:  return "SAT lock held by another group (lock failed, retryable)";
+    case AGG_ERR_SAT_UNAVAILABLE: return "no streaming aggregation (SAT) group for this communicator";
     case AGG_ERR_DATA_MISMATCH:  return "group members disagree on operation, type or count";
     case AGG_ERR_BAD_FRAGMENT:   return "malformed fragment";
     }

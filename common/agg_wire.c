@@ -1,5 +1,6 @@
 #include "agg/wire.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static size_t agg__wire_field_size(char c)
@@ -116,4 +117,26 @@ const char *agg_msg_type_name(unsigned type)
         return "UNKNOWN";
     }
     return names[type];
+}
+
+void agg_wire_stats_print(const agg_msg_stats_reply_t *s, void *file)
+{
+    const struct {
+        const char *name;
+        uint64_t    value;
+    } rows[] = {
+        {"fragments_in", s->fragments_in},     {"llt_fragments_in", s->llt_fragments_in},
+        {"sat_chunks_in", s->sat_chunks_in},   {"bytes_in", s->bytes_in},
+        {"sat_bytes_in", s->sat_bytes_in},     {"fragments_reduced", s->fragments_reduced},
+        {"results_out", s->results_out},       {"errors", s->errors},
+        {"duplicates", s->duplicates},         {"locks_granted", s->locks_granted},
+        {"locks_busy", s->locks_busy},         {"zcopy_bytes", s->zcopy_bytes},
+        {"groups", s->groups},                 {"sat_groups", s->sat_groups},
+        {"groups_total", s->groups_total},     {"workers", s->workers},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(rows) / sizeof(rows[0]); ++i) {
+        fprintf(file, "%s %llu\n", rows[i].name, (unsigned long long)rows[i].value);
+    }
 }

@@ -273,8 +273,8 @@ static agg_status_t agg__conf_apply_setting(agg_conf_t *conf, const config_setti
     if (value == NULL) {
         agg__conf_expect(row, expect, sizeof(expect));
         agg_errf(err, errlen, "%s: %s: expected %s%s, not %s", where, name, expect,
-                      (row->type == AGG_CONF_T_STRING || row->type == AGG_CONF_T_ADDR)
-                          ? " in double quotes" : "",
+                      (row->type == AGG_CONF_T_STRING || row->type == AGG_CONF_T_ADDR ||
+                       row->type == AGG_CONF_T_ENUM) ? " in double quotes" : "",
                       agg__conf_cfg_type_name(type));
         return AGG_ERR_CONFIG;
     }

@@ -178,7 +178,8 @@ void agg_conf_dump(const agg_conf_t *conf, unsigned scope_mask, FILE *out)
     for (id = 0; id < AGG_CONF__COUNT; id++) {
         const agg_conf_row_t *row   = &agg_conf_table[id];
         const agg_conf_value_t *val = &conf->v[id];
-        int quoted = row->type == AGG_CONF_T_STRING || row->type == AGG_CONF_T_ADDR;
+        int quoted = row->type == AGG_CONF_T_STRING || row->type == AGG_CONF_T_ADDR ||
+                     row->type == AGG_CONF_T_ENUM;
 
         if (!(row->scope & scope_mask)) {
             continue;

@@ -125,9 +125,10 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .defval = "0",
         .type   = AGG_CONF_T_BOOL,
         .scope  = AGG_CONF_SCOPE_CLIENT,
-        .doc    = "Allow streaming aggregation (SAT) for large messages. "
-                  "SAT is not built yet: the setting is accepted so job "
-                  "scripts keep working, but every size uses the LLT.",
+        .doc    = "Allow streaming aggregation (SAT): every communicator also "
+                  "gets a group on the job's SAT tree, and allreduces of "
+                  "sat_threshold bytes and more stream through it in large "
+                  "chunks once the group holds the SAT lock.",
     },
     [AGG_CONF_SAT_THRESHOLD] = {
         .id     = AGG_CONF_SAT_THRESHOLD,
@@ -138,9 +139,139 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .min    = 0,
         .max    = AGG__KIB * AGG__KIB * AGG__KIB * AGG__KIB, /* 1 TiB */
         .scope  = AGG_CONF_SCOPE_CLIENT,
-        .doc    = "Message bytes at and above which SAT would be used when "
-                  "enable_sat is on. SAT is not built yet, so this has no "
-                  "effect: every size uses the LLT.",
+        .doc    = "Message bytes at and above which an allreduce uses SAT "
+                  "(when enable_sat is on and the communicator has a SAT "
+                  "group); smaller ones use the LLT.",
+    },
+    [AGG_CONF_SAT_LOCK_BATCH_SIZE] = {
+        .id     = AGG_CONF_SAT_LOCK_BATCH_SIZE,
+        .key    = "sat_lock_batch_size",
+        .env    = {"SHARP_COLL_SAT_LOCK_BATCH_SIZE", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 1000000000,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "SAT operations a communicator does before it gives the SAT "
+                  "lock back; 0 keeps it until the communicator is destroyed. "
+                  "1 lets several communicators take turns on the same "
+                  "switches, at the price of a lock request per operation.",
+    },
+    [AGG_CONF_LOCK_ON_COMM_INIT] = {
+        .id     = AGG_CONF_LOCK_ON_COMM_INIT,
+        .key    = "lock_on_comm_init",
+        .env    = {"SHARP_COLL_LOCK_ON_COMM_INIT", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_BOOL,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "Take the SAT lock when the communicator is created instead "
+                  "of at its first SAT operation.",
+    },
+    [AGG_CONF_SAT_LOCK_RETRIES] = {
+        .id     = AGG_CONF_SAT_LOCK_RETRIES,
+        .key    = "sat_lock_retries",
+        .env    = {"AGG_SAT_LOCK_RETRIES", NULL},
+        .defval = "3",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 1000,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "Times a SAT lock request that found the lock held by another "
+                  "communicator is repeated before the operation goes to the "
+                  "LLT (or, when no LLT group exists, to the host path), with "
+                  "the reason logged.",
+    },
+    [AGG_CONF_SAT_LOCK_RETRY_US] = {
+        .id     = AGG_CONF_SAT_LOCK_RETRY_US,
+        .key    = "sat_lock_retry_us",
+        .env    = {"AGG_SAT_LOCK_RETRY_US", NULL},
+        .defval = "100",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 10000000,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "Microseconds before the first repeat of a refused SAT lock "
+                  "request; each further repeat waits twice as long.",
+    },
+    [AGG_CONF_PIPELINE_DEPTH] = {
+        .id     = AGG_CONF_PIPELINE_DEPTH,
+        .key    = "pipeline_depth",
+        .env    = {"SHARP_COLL_PIPELINE_DEPTH", NULL},
+        .defval = "4",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 64,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "SAT chunks a rank keeps in flight (the SAT group's OSTs).",
+    },
+    [AGG_CONF_SAT_CHUNK] = {
+        .id     = AGG_CONF_SAT_CHUNK,
+        .key    = "sat_chunk_size",
+        .env    = {"AGG_SAT_CHUNK_SIZE", NULL},
+        .defval = "256k",
+        .type   = AGG_CONF_T_INT,
+        .min    = 4 * AGG__KIB,
+        .max    = 64 * AGG__KIB * AGG__KIB,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "Bytes of one SAT chunk: a SAT operation streams in chunks "
+                  "of this size, not cut to the LLT payload per OST. A "
+                  "multiple of 8.",
+    },
+    [AGG_CONF_SAT_ZCOPY] = {
+        .id     = AGG_CONF_SAT_ZCOPY,
+        .key    = "sat_zcopy",
+        .env    = {"AGG_SAT_ZCOPY", NULL},
+        .defval = "1",
+        .type   = AGG_CONF_T_BOOL,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "When switchsim does the reduction (rank_progress off), let "
+                  "it read SAT chunks straight from the ranks' buffers and "
+                  "write the result there (process_vm_readv/writev) instead of "
+                  "the ranks copying them through shared memory. Falls back to "
+                  "the copy where the kernel does not allow it.",
+    },
+    [AGG_CONF_RANK_PROGRESS] = {
+        .id     = AGG_CONF_RANK_PROGRESS,
+        .key    = "rank_progress",
+        .env    = {"AGG_RANK_PROGRESS", NULL},
+        .defval = "1",
+        .type   = AGG_CONF_T_BOOL,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "A rank runs the aggregation node's code on the shared "
+                  "segment itself: it adds its fragment into its leaf node, "
+                  "and the rank whose fragment completes a node moves it up "
+                  "the tree or publishes the result. Off, ranks only stage "
+                  "fragments and switchsim's threads do all the node's work "
+                  "(costs a wake-up of another process per fragment when no "
+                  "core is free).",
+    },
+    [AGG_CONF_REPRODUCIBLE] = {
+        .id     = AGG_CONF_REPRODUCIBLE,
+        .key    = "reproducible",
+        .env    = {"AGG_REPRODUCIBLE", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_BOOL,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "Aggregation nodes combine their children in a fixed order "
+                  "(ranks in communicator order, then child switches), so "
+                  "float results are bitwise the same from run to run "
+                  "whatever order the fragments arrive in. Off, children are "
+                  "combined as they arrive.",
+    },
+    [AGG_CONF_PLACEMENT] = {
+        .id      = AGG_CONF_PLACEMENT,
+        .key     = "placement",
+        .env     = {"AGG_PLACEMENT", NULL},
+        .defval  = "packed",
+        .type    = AGG_CONF_T_ENUM,
+        .choices = "packed|spread",
+        .scope   = AGG_CONF_SCOPE_CLIENT,
+        .doc     = "How ranks are placed on the adapters of a fabric that does "
+                   "not name the job's hosts (the built-in fat tree): packed "
+                   "fills one leaf switch after another, spread deals ranks "
+                   "over the leaves in turn (deeper trees with few ranks). "
+                   "Where the fabric names the hosts, each rank gets an "
+                   "adapter of its own host.",
     },
     [AGG_CONF_COLL_TIMEOUT_MS] = {
         .id     = AGG_CONF_COLL_TIMEOUT_MS,
@@ -199,6 +330,70 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "OSTs x payload per OST).",
     },
 
+    [AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG] = {
+        .id     = AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG,
+        .key    = "hcoll_large_allreduce_alg",
+        .env    = {"HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG", NULL},
+        .defval = "4",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 5,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "Where large allreduces (sat_threshold bytes and more) go. "
+                  "This project's numbering, chosen so the values users' "
+                  "scripts set keep their meaning: 4 lets them use SAT when "
+                  "enable_sat is on (else the LLT); 2 sends them to Open "
+                  "MPI's host algorithm; 1, 3 and 5 are taken as 2.",
+    },
+    [AGG_CONF_HCOLL_ZCOPY_TUNE] = {
+        .id      = AGG_CONF_HCOLL_ZCOPY_TUNE,
+        .key     = "hcoll_allreduce_zcopy_tune",
+        .env     = {"HCOLL_ALLREDUCE_ZCOPY_TUNE", NULL},
+        .defval  = "static",
+        .type    = AGG_CONF_T_ENUM,
+        .choices = "static|dynamic",
+        .scope   = AGG_CONF_SCOPE_SHIM,
+        .doc     = "How the host path's allreduce algorithm is chosen: static "
+                   "by message size, or dynamic by measuring (not "
+                   "reproducible). The host path here is Open MPI's own, "
+                   "which chooses for itself, so both values are accepted "
+                   "and behave alike.",
+    },
+    [AGG_CONF_HCOLL_SBGP] = {
+        .id     = AGG_CONF_HCOLL_SBGP,
+        .key    = "hcoll_sbgp",
+        .env    = {"HCOLL_SBGP", NULL},
+        .defval = "basesmsocket,basesmuma,p2p",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "HCOLL's hierarchy levels (subgroups). Accepted so job "
+                  "scripts run unchanged; every rank is a member of its "
+                  "communicator's group here (the p2p, flat level), whatever "
+                  "the value.",
+    },
+    [AGG_CONF_HCOLL_BCOL] = {
+        .id     = AGG_CONF_HCOLL_BCOL,
+        .key    = "hcoll_bcol",
+        .env    = {"HCOLL_BCOL", NULL},
+        .defval = "basesmuma,basesmuma,ucx_p2p",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "HCOLL's collective components, one per level of "
+                  "hcoll_sbgp. Accepted so job scripts run unchanged; not "
+                  "used here.",
+    },
+    [AGG_CONF_HCOLL_MAIN_IB] = {
+        .id     = AGG_CONF_HCOLL_MAIN_IB,
+        .key    = "hcoll_main_ib",
+        .env    = {"HCOLL_MAIN_IB", NULL},
+        .defval = "",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_SHIM | AGG_CONF_SCOPE_CLIENT,
+        .doc    = "The adapter to use, as device:port (e.g. mlx5_0:1). Ranks "
+                  "are placed only on fabric adapters whose description names "
+                  "that device (\"host1 mlx5_0\"); empty takes any. The port "
+                  "is accepted and not used (one port per adapter here).",
+    },
     /* ---- aggmgr ------------------------------------------------------- */
     [AGG_CONF_AM_TOPOLOGY] = {
         .id     = AGG_CONF_AM_TOPOLOGY,
@@ -311,5 +506,49 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "Groups each aggregation node can hold at once, over all "
                   "jobs. Read by aggmgr and switchsim; give both the same "
                   "value.",
+    },
+    [AGG_CONF_AN_SAT_FLOWS] = {
+        .id     = AGG_CONF_AN_SAT_FLOWS,
+        .key    = "an_sat_flows",
+        .env    = {"AGG_AN_SAT_FLOWS", NULL},
+        .defval = "2",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 1024,
+        .scope  = AGG_CONF_SCOPE_MANAGER | AGG_CONF_SCOPE_SIM,
+        .doc    = "SAT groups each aggregation node serves at once (a switch "
+                  "supports about 2). A communicator whose SAT group would "
+                  "exceed it on some switch gets none and uses the LLT. Read "
+                  "by aggmgr and switchsim; give both the same value.",
+    },
+    [AGG_CONF_AN_BUFFER_MB] = {
+        .id     = AGG_CONF_AN_BUFFER_MB,
+        .key    = "an_buffer_mb",
+        .env    = {"AGG_AN_BUFFER_MB", NULL},
+        .defval = "1024",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 1048576,
+        .scope  = AGG_CONF_SCOPE_SIM,
+        .doc    = "MiB of accumulator memory each aggregation node may give "
+                  "its groups (shared memory, touched only as used). A group "
+                  "that does not fit is refused with \"no resource\".",
+    },
+
+    /* ---- switchsim ---------------------------------------------------- */
+    [AGG_CONF_SIM_WORKERS] = {
+        .id     = AGG_CONF_SIM_WORKERS,
+        .key    = "sim_workers",
+        .env    = {"AGG_SIM_WORKERS", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 256,
+        .scope  = AGG_CONF_SCOPE_SIM,
+        .doc    = "switchsim's reduction threads; 0 = one per online core but "
+                  "one (at least one). They do the nodes' work that ranks "
+                  "leave to switchsim (all of it with rank_progress off); a "
+                  "thread with nothing to do sleeps, and none spins while "
+                  "processes outnumber cores.",
     },
 };

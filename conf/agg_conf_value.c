@@ -31,6 +31,38 @@ void agg__conf_expect(const agg_conf_row_t *row, char *buf, size_t len)
     case AGG_CONF_T_ADDR:
         snprintf(buf, len, "host:port with port in 0..65535");
         break;
+    case AGG_CONF_T_ENUM:
+        snprintf(buf, len, "one of %s", row->choices);
+        break;
+    }
+}
+
+/* The index of `text` among the '|'-separated words of choices, or -1. */
+static int agg__conf_parse_enum(const char *choices, const char *text, long long *out)
+{
+    size_t n = strlen(text), wlen;
+    const char *w = choices, *bar;
+    int idx = 0;
+
+    while (n > 0 && isspace((unsigned char)text[n - 1])) {
+        n--;
+    }
+    while (isspace((unsigned char)*text) && n > 0) {
+        text++;
+        n--;
+    }
+    for (;;) {
+        bar  = strchr(w, '|');
+        wlen = bar ? (size_t)(bar - w) : strlen(w);
+        if (wlen == n && n > 0 && strncasecmp(w, text, n) == 0) {
+            *out = idx;
+            return 0;
+        }
+        if (bar == NULL) {
+            return -1;
+        }
+        w = bar + 1;
+        idx++;
     }
 }
 
@@ -217,6 +249,23 @@ int agg__conf_parse(const agg_conf_row_t *row, const char *text, agg_conf_value_
         }
         snprintf(val->s, sizeof(val->s), "%lld", i);
         break;
+    case AGG_CONF_T_ENUM: {
+        const char *w = row->choices, *bar;
+        long long k;
+
+        if (agg__conf_parse_enum(row->choices, text, &i) != 0) {
+            snprintf(why, whylen, "expected %s", expect);
+            return -1;
+        }
+        /* stored in the table's spelling, whatever case it was written in */
+        for (k = 0; k < i; ++k) {
+            w = strchr(w, '|') + 1;
+        }
+        bar = strchr(w, '|');
+        snprintf(val->s, sizeof(val->s), "%.*s", (int)(bar ? (size_t)(bar - w) : strlen(w)),
+                 w);
+        break;
+    }
     case AGG_CONF_T_ADDR:
         if (agg__conf_addr_parse(text, NULL, 0, NULL, detail, sizeof(detail)) != AGG_OK) {
             snprintf(why, whylen, "expected %s (%s)", expect, detail);

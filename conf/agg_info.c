@@ -75,14 +75,12 @@ static int agg__info_stats(const agg_conf_t *conf)
     agg_msg_hello_t hello = {.kind = AGG_PEER_TOOL, .pid = (uint32_t)getpid()};
     agg_msg_hello_reply_t hrep;
     agg_msg_stats_reply_t srep;
-    char host[256];
+    char err[512];
     size_t len;
-    int port, fd, rc = 1;
+    int fd, rc = 1;
 
-    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK ||
-        agg_sock_connect(host, port, timeout, &fd) != AGG_OK) {
-        fprintf(stderr, "agg_info: no aggregation manager answers at %s (is aggmgr "
-                        "running? set AGG_AM_ADDR=host:port)\n", addr);
+    if (agg_am_connect(conf, 0, &fd, err, sizeof(err)) != AGG_OK) {
+        fprintf(stderr, "agg_info: %s\n", err);
         return 1;
     }
     gethostname(hello.host, sizeof(hello.host) - 1);
@@ -106,13 +104,9 @@ static int agg__info_stats(const agg_conf_t *conf)
         goto out;
     }
     agg_wire_swap(&srep, AGG_FMT_STATS_REPLY, 1);
-    printf("switchsim: %u groups now, %llu since start\n"
-           "fragments_in %llu\nfragments_reduced %llu\nresults_out %llu\n"
-           "bytes_in %llu\nerrors %llu\n",
-           srep.groups, (unsigned long long)srep.groups_total,
-           (unsigned long long)srep.fragments_in, (unsigned long long)srep.fragments_reduced,
-           (unsigned long long)srep.results_out, (unsigned long long)srep.bytes_in,
-           (unsigned long long)srep.errors);
+    printf("switchsim: %u groups now (%u SAT), %llu since start, %u reduction threads\n",
+           srep.groups, srep.sat_groups, (unsigned long long)srep.groups_total, srep.workers);
+    agg_wire_stats_print(&srep, stdout);
     rc = 0;
 out:
     close(fd);

@@ -1,6 +1,6 @@
 /*
  * MPI datatypes and operations the network can reduce. Anything not listed
- * (derived types, pair types, user operations) goes to the host path.
+ * (derived types, long double, user operations) goes to the host path.
  */
 #include "shim.h"
 
@@ -19,6 +19,22 @@ static int shim__int_dtype(int size, int is_signed)
 
 int shim_map_dtype(MPI_Datatype d)
 {
+    /* value-index pairs (MINLOC/MAXLOC), as MPI lays them out in C */
+    if (d == MPI_FLOAT_INT) {
+        return AGG_DTYPE_FLOAT32_INT32;
+    }
+    if (d == MPI_DOUBLE_INT) {
+        return AGG_DTYPE_FLOAT64_INT32;
+    }
+    if (d == MPI_LONG_INT) {
+        return sizeof(long) == 8 ? AGG_DTYPE_INT64_INT32 : -1;
+    }
+    if (d == MPI_2INT) {
+        return sizeof(int) == 4 ? AGG_DTYPE_INT32_INT32 : -1;
+    }
+    if (d == MPI_SHORT_INT) {
+        return sizeof(short) == 2 ? AGG_DTYPE_INT16_INT32 : -1;
+    }
     if (d == MPI_FLOAT) {
         return AGG_DTYPE_FLOAT32;
     }
@@ -89,6 +105,12 @@ int shim_map_op(MPI_Op op)
     }
     if (op == MPI_BXOR) {
         return AGG_OP_BXOR;
+    }
+    if (op == MPI_MINLOC) {
+        return AGG_OP_MINLOC;
+    }
+    if (op == MPI_MAXLOC) {
+        return AGG_OP_MAXLOC;
     }
     return -1;
 }

@@ -1,8 +1,9 @@
 /*
- * hcoll_shim: preloaded under an unmodified mpirun and MPI program. It
- * intercepts MPI_Init*, MPI_Allreduce, MPI_Comm_free and MPI_Finalize
- * through the PMPI profiling interface, offloads what the network can
- * reduce and hands everything else to PMPI_Allreduce, so a result is never
+ * hcoll_shim: preloaded under an unmodified mpirun and MPI program. This
+ * file: MPI_Init*, MPI_Comm_free and MPI_Finalize, and the group behind each
+ * communicator; shim_allreduce.c offloads MPI_Allreduce and MPI_Iallreduce,
+ * shim_request.c completes the latter through MPI's own requests. What the
+ * network cannot reduce goes to Open MPI's PMPI_ functions, so a result is never
  * wrong. HCOLL_ENABLE_SHARP: 0 off, 1 use if available, 2 and up force (an
  * unreachable manager is then an error).
  */
@@ -16,34 +17,7 @@
 #include "agg/log.h"
 #include "shim.h"
 
-#define SHIM_API __attribute__((visibility("default")))
-
-extern char **environ;
-
-typedef enum shim_comm_state {
-    SHIM_COMM_READY    = 1, /* offloaded */
-    SHIM_COMM_HOST     = 2, /* decided once: host path for this communicator */
-} shim_comm_state_t;
-
-typedef struct shim_comm {
-    shim_comm_state_t state;
-    MPI_Comm          oob;   /* private duplicate for libagg's out-of-band calls */
-    agg_comm_t       *agg;
-    struct shim_comm *next;
-} shim_comm_t;
-
-static struct {
-    int            level;       /* HCOLL_ENABLE_SHARP */
-    long long      np;          /* HCOLL_SHARP_NP */
-    long long      max_bytes;   /* HCOLL_ALLREDUCE_SHARP_MAX, 0 = no limit */
-    int            world_rank;
-    int            world_size;
-    MPI_Comm       world_oob;
-    int            keyval;
-    agg_context_t *ctx;
-    shim_comm_t   *comms;
-    unsigned long  offloaded, host_calls, fallbacks;
-} shim = {.keyval = MPI_KEYVAL_INVALID};
+shim_state_t shim = {.keyval = MPI_KEYVAL_INVALID};
 
 static int shim_oob_bcast(void *ctx, void *buf, size_t size, int root)
 {
@@ -88,6 +62,8 @@ static void shim_init(int thread_level)
     shim.level     = (int)agg_conf_int(&conf, AGG_CONF_HCOLL_ENABLE_SHARP);
     shim.np        = agg_conf_int(&conf, AGG_CONF_HCOLL_SHARP_NP);
     shim.max_bytes = agg_conf_int(&conf, AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX);
+    shim.large_bytes = agg_conf_int(&conf, AGG_CONF_SAT_THRESHOLD);
+    shim.large_host  = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
     if (shim.world_rank == 0) {
         agg_conf_check_env(environ, shim_warn_env, NULL);
     }
@@ -164,8 +140,7 @@ SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provide
     return rc;
 }
 
-/* Creates (once per communicator) the group behind `comm`; collective. */
-static shim_comm_t *shim_comm_get(MPI_Comm comm)
+shim_comm_t *shim_comm_get(MPI_Comm comm)
 {
     agg_comm_spec_t spec = {0};
     MPI_Group group, world_group;
@@ -237,58 +212,6 @@ out:
     return sc;
 }
 
-SHIM_API int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
-                           MPI_Op op, MPI_Comm comm)
-{
-    agg_reduce_spec_t spec;
-    shim_comm_t *sc;
-    int adt, aop, in_place;
-    agg_status_t st;
-
-    if (shim.ctx == NULL || count < 0) {
-        goto host;
-    }
-    adt = shim_map_dtype(dtype);
-    aop = shim_map_op(op);
-    if (adt < 0 || aop < 0 || agg_reduce_fn(adt, aop) == NULL) {
-        goto host;
-    }
-    if (shim.max_bytes > 0 && (long long)count * (long long)agg_dtype_size(adt) >
-                              shim.max_bytes) {
-        goto host;
-    }
-    sc = shim_comm_get(comm);
-    if (sc == NULL || sc->state != SHIM_COMM_READY) {
-        goto host;
-    }
-    in_place   = sbuf == MPI_IN_PLACE;
-    spec.sbuf  = in_place ? rbuf : sbuf;
-    spec.rbuf  = rbuf;
-    spec.count = (size_t)count;
-    spec.dtype = (agg_dtype_t)adt;
-    spec.op    = (agg_op_t)aop;
-    st = agg_allreduce(sc->agg, &spec);
-    if (st == AGG_OK) {
-        shim.offloaded++;
-        return MPI_SUCCESS;
-    }
-    /* The tree failed for this communicator: it stays on the host from now on. */
-    sc->state = SHIM_COMM_HOST;
-    shim.fallbacks++;
-    if (in_place) {
-        /* part of rbuf may already hold reduced data: redoing it would be wrong */
-        agg_error("in-place allreduce failed in the network (%s); cannot recover the "
-                  "input", agg_strerror(st));
-        return PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN) == MPI_SUCCESS ?
-               MPI_ERR_INTERN : MPI_ERR_INTERN;
-    }
-    agg_warn("allreduce failed in the network (%s); completing it on the host",
-             agg_strerror(st));
-host:
-    shim.host_calls++;
-    return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
-}
-
 static void shim_comm_forget(shim_comm_t *sc)
 {
     shim_comm_t **pp;
@@ -311,6 +234,7 @@ SHIM_API int MPI_Comm_free(MPI_Comm *comm)
         PMPI_Comm_get_attr(*comm, shim.keyval, &val, &flag);
         if (flag) {
             sc = val;
+            shim_requests_finish(sc);
             if (sc->agg != NULL) {
                 agg_comm_destroy(sc->agg);
             }
@@ -330,6 +254,7 @@ SHIM_API int MPI_Finalize(void)
     shim_comm_t *sc;
 
     if (shim.ctx != NULL) {
+        shim_requests_abandon();
         /* Groups still open are released with the job; only local state goes. */
         while ((sc = shim.comms) != NULL) {
             shim.comms = sc->next;
@@ -337,9 +262,9 @@ SHIM_API int MPI_Finalize(void)
             free(sc);
         }
         if (shim.world_rank == 0) {
-            agg_info("hcoll_shim: %lu allreduce calls offloaded (%llu fragments), "
-                     "%lu on the host path, %lu fell back after a network error",
-                     shim.offloaded,
+            agg_info("hcoll_shim: %lu allreduce calls offloaded (%lu non-blocking, %llu "
+                     "fragments), %lu on the host path, %lu fell back after a network error",
+                     shim.offloaded, shim.offloaded_nb,
                      (unsigned long long)agg_context_fragments_sent(shim.ctx),
                      shim.host_calls, shim.fallbacks);
         }

@@ -1,10 +1,7 @@
 /*
- * Allreduce through the aggregation tree. The user buffer is cut into
- * fragments of payload_per_ost bytes; a fragment is copied into this
- * member's send slot, switchsim reduces it with the other members' up the
- * tree, and the result appears in the group's result slot of the same
- * index. At most `osts` fragments are in flight: fragment s reuses the slots
- * of fragment s - osts, whose result has been read by then.
+ * Allreduce: which tree a call uses, then a request on it. Every member
+ * takes the same decision from the same inputs (size, settings, the groups
+ * the communicator agreed on), so they all post to the same group.
  */
 #include "agg_internal.h"
 
@@ -12,100 +9,105 @@
 
 #include "agg/log.h"
 
-/*
- * Sequence numbers run 1..2^32-1 and wrap to 1: 0 marks an empty slot.
- * The i-th (0-based) fragment after `base` carries agg__seq_after(base, i);
- * switchsim counts the same way.
- */
-static inline uint32_t agg__seq_after(uint32_t base, size_t i)
+static agg_status_t agg__check_spec(const agg_comm_t *comm, const agg_reduce_spec_t *spec)
 {
-    return (uint32_t)(((uint64_t)base + i) % 0xffffffffu) + 1u;
-}
-
-static inline uint32_t agg__next_seq(agg_comm_t *comm)
-{
-    comm->seq = agg__seq_after(comm->seq, 0);
-    return comm->seq;
-}
-
-agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
-{
-    size_t esize, per_frag, nfrags, posted = 0, done = 0, off, n;
-    uint32_t first_seq, seq;
-    const agg_tl_ops_t *tl;
-    const agg_frag_hdr_t *res;
-    agg_status_t st, result = AGG_OK;
-    const uint8_t *src;
-    int block;
-    uint8_t *dst;
-
-    if (comm == NULL || spec == NULL || (spec->count > 0 && (spec->rbuf == NULL ||
-                                                             spec->sbuf == NULL))) {
+    if (comm == NULL || spec == NULL ||
+        (spec->count > 0 && (spec->rbuf == NULL || spec->sbuf == NULL)) ||
+        (unsigned)spec->mode > AGG_AGGR_SAT) {
         return AGG_ERR_INVALID_PARAM;
     }
     if (agg_reduce_fn(spec->dtype, spec->op) == NULL) {
         return AGG_ERR_NOT_SUPPORTED;
     }
-    if (comm->broken) {
-        return AGG_ERR_TIMEOUT;
+    if (spec->sbuf_mem != AGG_MEM_HOST || spec->rbuf_mem != AGG_MEM_HOST) {
+        /* never dereference a device pointer in a build without a GPU backend */
+        return AGG_ERR_NOT_SUPPORTED;
     }
-    if (spec->count == 0) {
+    if (spec->count > UINT32_MAX) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    return AGG_OK;
+}
+
+/* The group a call goes to. */
+static agg_status_t agg__choose(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                agg__group_t **grp)
+{
+    agg_context_t *ctx = comm->ctx;
+    size_t bytes = spec->count * agg_dtype_size(spec->dtype);
+    int sat = comm->sat.tl != NULL;
+
+    switch (spec->mode) {
+    case AGG_AGGR_SAT:
+        if (!sat) {
+            return AGG_ERR_SAT_UNAVAILABLE;
+        }
+        *grp = &comm->sat;
+        return AGG_OK;
+    case AGG_AGGR_LLT:
+        *grp = &comm->llt;
+        return AGG_OK;
+    default:
+        *grp = sat && ctx->enable_sat && bytes >= ctx->sat_threshold ? &comm->sat : &comm->llt;
         return AGG_OK;
     }
-    esize    = agg_dtype_size(spec->dtype);
-    per_frag = comm->payload_per_ost / esize;
-    nfrags   = (spec->count + per_frag - 1) / per_frag;
-    src      = spec->sbuf;
-    dst      = spec->rbuf;
-    first_seq = comm->seq;
-    tl        = comm->tl;
+}
 
-    while (done < nfrags) {
-        /* fill the window, then ring the doorbell once for all of it */
-        if (posted < nfrags && posted - done < comm->osts) {
-            do {
-                seq = agg__next_seq(comm);
-                off = posted * per_frag;
-                n   = spec->count - off < per_frag ? spec->count - off : per_frag;
-                memcpy(tl->send_buf(comm, seq), src + off * esize, n * esize);
-                tl->post(comm, seq, (uint16_t)spec->op, (uint8_t)spec->dtype, (uint32_t)n);
-                ++posted;
-            } while (posted < nfrags && posted - done < comm->osts);
-            tl->flush(comm);
-        }
-        /* block for the oldest fragment, then take every result already there */
-        for (block = 1; done < posted; block = 0) {
-            seq = agg__seq_after(first_seq, done);
-            res = tl->result(comm, seq);
-            if (res == NULL) {
-                if (!block) {
-                    break; /* refill the window before blocking again */
-                }
-                st = tl->wait(comm, seq);
-                if (st != AGG_OK) {
-                    agg_error("allreduce of %zu x %s (%s) on group %u: fragment %zu of "
-                              "%zu: %s", spec->count, agg_dtype_name(spec->dtype),
-                              agg_op_name(spec->op), comm->group_id, done, nfrags,
-                              agg_status_string(st));
-                    comm->broken = 1;
-                    return st;
-                }
-                res = tl->result(comm, seq);
-            }
-            off = done * per_frag;
-            n   = spec->count - off < per_frag ? spec->count - off : per_frag;
-            if (res->status != AGG_OK || res->count != n) {
-                /* keep draining so the group stays in step; report at the end */
-                if (result == AGG_OK) {
-                    result = res->status != AGG_OK ? (agg_status_t)res->status :
-                                                     AGG_ERR_BAD_FRAGMENT;
-                }
-            } else {
-                memcpy(dst + off * esize, (uint8_t *)res + AGG_FRAG_HDR_SIZE, n * esize);
-            }
-            ++done;
-        }
+agg_status_t agg_iallreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                            agg_request_t **req)
+{
+    agg__group_t *grp;
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
     }
-    comm->ctx->frags_sent += nfrags;
-    return result;
+    st = agg__check_spec(comm, spec);
+    if (st == AGG_OK) {
+        st = agg__choose(comm, spec, &grp);
+    }
+    if (st == AGG_OK) {
+        st = agg__request_post(comm, spec, grp, req);
+    }
+    if (st == AGG_OK) {
+        agg__comm_progress(comm); /* start it: the first fragments leave now */
+    }
+    return st;
+}
+
+agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
+{
+    agg_request_t *req;
+    agg_status_t st;
+
+    if (spec != NULL && spec->count == 0) {
+        return agg__check_spec(comm, spec);
+    }
+    st = agg_iallreduce(comm, spec, &req);
+    if (st != AGG_OK) {
+        return st;
+    }
+    st = agg_request_wait(req);
+    agg_request_free(req);
+    return st;
+}
+
+agg_status_t agg__sat_lock_now(agg_comm_t *comm)
+{
+    agg_reduce_spec_t spec = {.dtype = AGG_DTYPE_INT32, .op = AGG_OP_SUM,
+                              .mode = AGG_AGGR_SAT};
+    agg_request_t *req;
+    agg_status_t st;
+
+    st = agg__request_post(comm, &spec, &comm->sat, &req);
+    if (st == AGG_OK) {
+        st = agg_request_wait(req);
+        agg_request_free(req);
+    }
+    return st;
+}
+
+int agg_comm_has_sat(const agg_comm_t *comm)
+{
+    return comm != NULL && comm->sat.tl != NULL;
 }

@@ -40,22 +40,13 @@ const char *agg_strerror(agg_status_t status)
 
 agg_status_t agg__am_connect(agg_context_t *ctx)
 {
-    const char *addr = agg_conf_str(&ctx->conf, AGG_CONF_AM_ADDR);
-    char host[256];
-    int port;
-    agg_status_t st;
+    char err[512];
 
     if (ctx->am_fd >= 0) {
         return AGG_OK;
     }
-    st = agg_conf_addr_split(addr, host, sizeof(host), &port);
-    if (st == AGG_OK) {
-        st = agg_sock_connect(host, port, ctx->connect_timeout_ms, &ctx->am_fd);
-    }
-    if (st != AGG_OK) {
-        agg__set_last_error("cannot connect to the aggregation manager at %s (%s); "
-                            "is aggmgr running? Set AGG_AM_ADDR=host:port", addr,
-                            st == AGG_ERR_TIMEOUT ? "timed out" : "connection refused");
+    if (agg_am_connect(&ctx->conf, 0, &ctx->am_fd, err, sizeof(err)) != AGG_OK) {
+        agg__set_last_error("%s", err);
         ctx->am_fd = -1;
         return AGG_ERR_SESSION_INIT;
     }
@@ -94,38 +85,79 @@ agg_status_t agg__oob_agree(agg_context_t *ctx, void *oob_ctx, int rank, int siz
     return (agg_status_t)verdict;
 }
 
-static agg_status_t agg__job_create(agg_context_t *ctx)
+/*
+ * Rank 0: JOB_CREATE with every rank's host (gathered by the caller into
+ * `names`, AGG_WIRE_NAME_LEN bytes per world rank), as a table of distinct
+ * hosts and each rank's index into it.
+ */
+static agg_status_t agg__job_create(agg_context_t *ctx, const char *names)
 {
-    agg_msg_job_create_t req = {0};
+    agg_msg_job_create_t *req;
     agg_msg_job_create_reply_t rep;
-    size_t len;
+    uint32_t *host_of, nh = 0, r, h;
+    size_t len, req_len;
+    char *hosts;
     agg_status_t st;
 
     st = agg__am_connect(ctx);
     if (st != AGG_OK) {
         return st;
     }
+    req_len = sizeof(*req) + (size_t)ctx->world_size * (AGG_WIRE_NAME_LEN + sizeof(uint32_t));
+    req     = calloc(1, req_len);
+    host_of = malloc((size_t)ctx->world_size * sizeof(*host_of));
+    if (req == NULL || host_of == NULL) {
+        free(req);
+        free(host_of);
+        return AGG_ERR_NO_MEMORY;
+    }
+    hosts = (char *)(req + 1);
+    for (r = 0; r < (uint32_t)ctx->world_size; ++r) {
+        const char *name = names + (size_t)r * AGG_WIRE_NAME_LEN;
+
+        for (h = 0; h < nh && strcmp(hosts + (size_t)h * AGG_WIRE_NAME_LEN, name) != 0; ++h) {
+        }
+        if (h == nh) {
+            memcpy(hosts + (size_t)nh++ * AGG_WIRE_NAME_LEN, name, AGG_WIRE_NAME_LEN);
+        }
+        host_of[r] = h;
+    }
+    /* the per-rank indices follow the table of the hosts actually seen */
+    memcpy(hosts + (size_t)nh * AGG_WIRE_NAME_LEN, host_of,
+           (size_t)ctx->world_size * sizeof(uint32_t));
+    agg_wire_swap(hosts + (size_t)nh * AGG_WIRE_NAME_LEN, "l", (size_t)ctx->world_size);
+    req_len = sizeof(*req) + (size_t)nh * AGG_WIRE_NAME_LEN +
+              (size_t)ctx->world_size * sizeof(uint32_t);
+    free(host_of);
+
     if (getrandom(&ctx->job_key, sizeof(ctx->job_key), 0) != sizeof(ctx->job_key)) {
         ctx->job_key = ((uint64_t)getpid() << 32) ^ (uint64_t)agg_time_ns();
     }
-    req.job_key               = ctx->job_key;
-    req.world_size            = (uint32_t)ctx->world_size;
-    req.pid                   = (uint32_t)getpid();
-    req.quota_osts            = (uint32_t)agg_conf_int(&ctx->conf, AGG_CONF_JOB_QUOTA_OSTS);
-    req.quota_payload_per_ost = (uint32_t)agg_conf_int(&ctx->conf,
-                                                       AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST);
-    req.quota_max_groups      = (uint32_t)agg_conf_int(&ctx->conf,
-                                                       AGG_CONF_JOB_QUOTA_MAX_GROUPS);
-    req.osts_per_group        = ctx->osts_per_group;
-    gethostname(req.host, sizeof(req.host) - 1);
+    req->job_key               = ctx->job_key;
+    req->world_size            = (uint32_t)ctx->world_size;
+    req->pid                   = (uint32_t)getpid();
+    req->quota_osts            = (uint32_t)agg_conf_int(&ctx->conf, AGG_CONF_JOB_QUOTA_OSTS);
+    req->quota_payload_per_ost = (uint32_t)agg_conf_int(&ctx->conf,
+                                                        AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST);
+    req->quota_max_groups      = (uint32_t)agg_conf_int(&ctx->conf,
+                                                        AGG_CONF_JOB_QUOTA_MAX_GROUPS);
+    req->osts_per_group        = ctx->osts_per_group;
+    req->flags                 = (ctx->enable_sat ? AGG_JOB_F_SAT : 0) |
+                                 (agg_conf_int(&ctx->conf, AGG_CONF_PLACEMENT) == 1 ?
+                                  AGG_JOB_F_SPREAD : 0);
+    req->num_hosts             = nh;
+    memcpy(req->host, names, AGG_WIRE_NAME_LEN);
+    snprintf(req->device, sizeof(req->device), "%s",
+             agg_conf_str(&ctx->conf, AGG_CONF_HCOLL_MAIN_IB));
     agg_info("job (ID: %llu) resource request quota: ( osts:%u user_data_per_ost:%u "
-             "max_groups:%u max_qps:1 max_group_channels:1, num_trees:1)",
-             (unsigned long long)ctx->job_key, req.quota_osts, req.quota_payload_per_ost,
-             req.quota_max_groups);
-    agg_wire_swap(&req, AGG_FMT_JOB_CREATE, 1);
-    st = agg_msg_call(ctx->am_fd, AGG_MSG_JOB_CREATE, &req, sizeof(req),
+             "max_groups:%u max_qps:1 max_group_channels:1, num_trees:%d)",
+             (unsigned long long)ctx->job_key, req->quota_osts, req->quota_payload_per_ost,
+             req->quota_max_groups, ctx->enable_sat ? 2 : 1);
+    agg_wire_swap(req, AGG_FMT_JOB_CREATE, 1);
+    st = agg_msg_call(ctx->am_fd, AGG_MSG_JOB_CREATE, req, req_len,
                       AGG_MSG_JOB_CREATE_REPLY, &rep, sizeof(rep), &len,
                       ctx->connect_timeout_ms);
+    free(req);
     if (st != AGG_OK) {
         agg__set_last_error("aggregation manager at %s did not answer the job request: %s",
                             agg_conf_str(&ctx->conf, AGG_CONF_AM_ADDR),
@@ -148,6 +180,38 @@ static agg_status_t agg__job_create(agg_context_t *ctx)
     }
     ctx->job = rep;
     return AGG_OK;
+}
+
+/* The settings every call reads, taken once. */
+static void agg__context_settings(agg_context_t *ctx, const agg_context_spec_t *spec)
+{
+    const agg_conf_t *c = &ctx->conf;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+    agg_log_set_level((int)agg_conf_int(c, AGG_CONF_LOG_LEVEL));
+    ctx->rank_progress      = (int)agg_conf_int(c, AGG_CONF_RANK_PROGRESS);
+    ctx->spin_count         = (long)agg_conf_int(c, AGG_CONF_SPIN_COUNT);
+    /* Spinning while the processes that must run (the ranks, and switchsim
+     * when it does the nodes' work) outnumber the cores only takes the CPU
+     * from the process being waited for. */
+    if (c->v[AGG_CONF_SPIN_COUNT].source == AGG_CONF_SRC_DEFAULT && spec->local_size > 0 &&
+        spec->local_size + (ctx->rank_progress ? 0 : 1) > cpus) {
+        agg_debug("%d local ranks on %ld cores: no spinning", spec->local_size, cpus);
+        ctx->spin_count = 0;
+    }
+    ctx->coll_timeout_ms    = (int)agg_conf_int(c, AGG_CONF_COLL_TIMEOUT_MS);
+    ctx->connect_timeout_ms = (int)agg_conf_int(c, AGG_CONF_CONNECT_TIMEOUT_MS);
+    ctx->osts_per_group     = (uint32_t)agg_conf_int(c, AGG_CONF_OSTS_PER_GROUP);
+    ctx->enable_sat         = (int)agg_conf_int(c, AGG_CONF_ENABLE_SAT);
+    ctx->sat_threshold      = (size_t)agg_conf_int(c, AGG_CONF_SAT_THRESHOLD);
+    ctx->sat_chunk          = (uint32_t)agg_conf_int(c, AGG_CONF_SAT_CHUNK) & ~7u;
+    ctx->sat_depth          = (uint32_t)agg_conf_int(c, AGG_CONF_PIPELINE_DEPTH);
+    ctx->sat_batch          = (uint32_t)agg_conf_int(c, AGG_CONF_SAT_LOCK_BATCH_SIZE);
+    ctx->sat_retries        = (int)agg_conf_int(c, AGG_CONF_SAT_LOCK_RETRIES);
+    ctx->sat_retry_us       = (int)agg_conf_int(c, AGG_CONF_SAT_LOCK_RETRY_US);
+    ctx->lock_on_init       = (int)agg_conf_int(c, AGG_CONF_LOCK_ON_COMM_INIT);
+    ctx->sat_zcopy          = (int)agg_conf_int(c, AGG_CONF_SAT_ZCOPY);
+    ctx->reproducible       = (int)agg_conf_int(c, AGG_CONF_REPRODUCIBLE);
 }
 
 agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ctx_out)
@@ -185,28 +249,31 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
         agg__set_last_error("%s", err);
         agg_error("%s", err);
     } else {
-        agg_log_set_level((int)agg_conf_int(&ctx->conf, AGG_CONF_LOG_LEVEL));
-        ctx->spin_count         = (long)agg_conf_int(&ctx->conf, AGG_CONF_SPIN_COUNT);
-        /* Spinning while ranks and switchsim outnumber the cores only takes
-         * the CPU from the process being waited for. */
-        if (ctx->conf.v[AGG_CONF_SPIN_COUNT].source == AGG_CONF_SRC_DEFAULT &&
-            spec->local_size > 0 && spec->local_size + 1 > sysconf(_SC_NPROCESSORS_ONLN)) {
-            agg_debug("%d local ranks + switchsim on %ld cores: no spinning",
-                      spec->local_size, sysconf(_SC_NPROCESSORS_ONLN));
-            ctx->spin_count = 0;
-        }
-        ctx->coll_timeout_ms    = (int)agg_conf_int(&ctx->conf, AGG_CONF_COLL_TIMEOUT_MS);
-        ctx->connect_timeout_ms = (int)agg_conf_int(&ctx->conf, AGG_CONF_CONNECT_TIMEOUT_MS);
-        ctx->osts_per_group     = (uint32_t)agg_conf_int(&ctx->conf, AGG_CONF_OSTS_PER_GROUP);
+        agg__context_settings(ctx, spec);
     }
     /* Everyone must have a usable configuration before rank 0 creates the job. */
     st = agg__oob_agree(ctx, ctx->oob_ctx, ctx->world_rank, ctx->world_size, local);
     if (st != AGG_OK) {
         goto err_free;
     }
-    if (ctx->world_rank == 0) {
-        st = agg__job_create(ctx);
-        ctx->job.status = st;
+    {
+        /* every rank's host, so that aggmgr places it on an adapter of that host */
+        char mine[AGG_WIRE_NAME_LEN] = {0}, *names = NULL;
+
+        gethostname(mine, sizeof(mine) - 1);
+        if (ctx->world_rank == 0) {
+            names = calloc((size_t)ctx->world_size, AGG_WIRE_NAME_LEN);
+        }
+        if (ctx->oob.gather(ctx->oob_ctx, 0, mine, names, AGG_WIRE_NAME_LEN) != 0) {
+            free(names);
+            st = AGG_ERR_OOB;
+            goto err_free;
+        }
+        if (ctx->world_rank == 0) {
+            st = names != NULL ? agg__job_create(ctx, names) : AGG_ERR_NO_MEMORY;
+            ctx->job.status = st;
+        }
+        free(names);
     }
     if (ctx->oob.bcast(ctx->oob_ctx, &ctx->job, sizeof(ctx->job), 0) != 0) {
         st = AGG_ERR_OOB;
@@ -231,6 +298,11 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
                  ctx->job.tree_id, ctx->job.osts, ctx->job.payload_per_ost,
                  ctx->job.max_groups, ctx->job.tree_depth, ctx->job.tree_nodes,
                  (unsigned long long)ctx->job.root_guid);
+        if (ctx->job.sat_tree_id != 0) {
+            agg_info("tree_info: type:SAT tree idx:1 treeID:0x%x caps:0x16 quota: ( "
+                     "sat_flows:%u chunk:%u pipeline_depth:%u)", ctx->job.sat_tree_id,
+                     ctx->job.sat_flows, ctx->sat_chunk, ctx->sat_depth);
+        }
     }
     *ctx_out = ctx;
     return AGG_OK;
@@ -291,6 +363,9 @@ agg_status_t agg_caps_query(agg_context_t *ctx, agg_caps_t *caps)
     caps->max_groups      = ctx->job.max_groups;
     caps->osts_per_group  = ctx->osts_per_group;
     caps->tree_depth      = ctx->job.tree_depth;
+    caps->features        = AGG_FEATURE_LLT | AGG_FEATURE_REPRODUCIBLE |
+                            (ctx->job.sat_tree_id ? AGG_FEATURE_SAT | AGG_FEATURE_SAT_LOCK : 0);
+    caps->sat_chunk       = ctx->sat_chunk;
     return AGG_OK;
 }
 

@@ -6,6 +6,8 @@
 #include "agg/conf.h"
 #include "agg/wire.h"
 
+struct agg__group;
+
 struct agg_context {
     agg_conf_t      conf;
     int             world_rank;
@@ -19,70 +21,157 @@ struct agg_context {
     long            spin_count;
     int             coll_timeout_ms;
     int             connect_timeout_ms;
-    int             num_comms;     /* communicators created, for the INFO lines */
+    int             num_groups;    /* groups created (LLT and SAT), for the INFO lines */
     uint64_t        frags_sent;
+    /* settings read once, used per call */
+    int             enable_sat;
+    size_t          sat_threshold;
+    uint32_t        sat_chunk;
+    uint32_t        sat_depth;
+    uint32_t        sat_batch;     /* 0 = keep the lock */
+    int             sat_retries;
+    int             sat_retry_us;
+    int             lock_on_init;
+    int             rank_progress;
+    int             sat_zcopy;
+    int             reproducible;
 };
 
-/* What the communicator's rank 0 learns from aggmgr and broadcasts. */
-typedef struct agg__group_info {
-    int32_t  status;
-    uint32_t group_id;
-    uint32_t osts;
-    uint32_t payload_per_ost;
-    uint32_t tree_depth;
-    uint32_t tree_nodes;
-    char     shm_name[AGG_WIRE_NAME_LEN];
-    char     bell_name[AGG_WIRE_NAME_LEN];
-} agg__group_info_t;
+/* One tree of a group as this member sees it (from GROUP_CREATE_REPLY). */
+typedef struct agg__tree_info {
+    int32_t             status;    /* AGG_OK: the group has this part */
+    uint32_t            tree;      /* agg_tree_type_t */
+    uint32_t            tree_id;
+    uint32_t            osts;      /* fragments in flight */
+    uint32_t            payload;   /* bytes per fragment (LLT) or chunk (SAT) */
+    uint32_t            depth;
+    uint32_t            nodes;
+    uint64_t            root_guid;
+    uint32_t            channel;   /* this member's channel at its endpoint */
+    uint64_t            leaf_guid;
+    agg_wire_endpoint_t ep;        /* this member's endpoint */
+} agg__tree_info_t;
+
+/* What a transport is handed: one fragment, where it is and where the result goes. */
+typedef struct agg_tl_frag {
+    uint64_t       n;       /* fragment number in the group's sequence */
+    uint32_t       count;   /* elements */
+    uint8_t        op;
+    uint8_t        dtype;
+    uint8_t        kind;    /* agg_dp_kind_t */
+    int32_t        status;  /* not AGG_OK: the member gave up; the fragment fails for all */
+    const void    *src;     /* count elements (NULL when count is 0 or status is set) */
+    agg_mem_type_t src_mem;
+    void          *dst;     /* where the result goes (NULL: nowhere) */
+    agg_mem_type_t dst_mem;
+} agg_tl_frag_t;
 
 /*
  * A transport carries this member's fragments to its leaf aggregation node
- * and brings the group's results back. It is chosen when the communicator is
- * created; the collectives only see this table. A slot's payload follows its
- * header at AGG_FRAG_HDR_SIZE.
+ * and brings the group's results back. Chosen per group from the endpoint
+ * aggmgr gave; the request engine only sees this table.
  */
 typedef struct agg_tl_ops {
     const char *name;
-    /* Joins the group described by info; fills the comm's transport fields. */
-    agg_status_t (*attach)(agg_comm_t *comm, const agg__group_info_t *info);
-    void (*detach)(agg_comm_t *comm);
-    /* Where the payload of fragment `seq` goes before post(). */
-    void *(*send_buf)(agg_comm_t *comm, uint32_t seq);
-    /* Hands fragment `seq` to the network. */
-    void (*post)(agg_comm_t *comm, uint32_t seq, uint16_t op, uint8_t dtype,
-                 uint32_t count);
-    /* Tells the aggregation node that fragments were posted (once per batch). */
-    void (*flush)(agg_comm_t *comm);
-    /* The result of `seq` if it has arrived, else NULL; never blocks. */
-    const agg_frag_hdr_t *(*result)(agg_comm_t *comm, uint32_t seq);
-    /* Blocks until result(seq) is there: AGG_ERR_TIMEOUT, AGG_ERR_SHUTDOWN. */
-    agg_status_t (*wait)(agg_comm_t *comm, uint32_t seq);
+    /* Joins the group at the endpoint in info; *tl is the transport's state. */
+    agg_status_t (*attach)(agg_context_t *ctx, const agg__tree_info_t *info, int rank,
+                           void **tl);
+    void (*detach)(void *tl);
+    /* Hands a fragment to the network, reading f->src; AGG_INPROGRESS: busy, post again. */
+    agg_status_t (*post)(void *tl, const agg_tl_frag_t *f);
+    /* The fragments posted since the last flush may need someone woken. */
+    void (*flush)(void *tl);
+    /*
+     * If f's result is there: writes it to f->dst, returns AGG_OK or the
+     * error the tree saw. AGG_INPROGRESS while it is not; AGG_ERR_SHUTDOWN
+     * when the group is gone. Never blocks.
+     */
+    agg_status_t (*complete)(void *tl, const agg_tl_frag_t *f);
+    /* Does work the transport may owe the group (a node's deferred forwards). */
+    unsigned (*progress)(void *tl);
+    /* Sleeps a little while nothing can happen to f; the caller re-polls. */
+    void (*idle)(void *tl, const agg_tl_frag_t *f);
+    /* Something else is already known to be in progress: reset the idle policy. */
+    void (*busy)(void *tl);
 } agg_tl_ops_t;
 
 /* Shared memory with a switchsim on this host (agg_tl_shm.c). */
 extern const agg_tl_ops_t agg_tl_shm_ops;
 
+/* A transport for an endpoint type; NULL when this build has none. */
+const agg_tl_ops_t *agg__tl_for(uint32_t transport);
+
+/* A fragment in flight: who it belongs to and what the transport got. */
+typedef struct agg__frag {
+    agg_request_t *req;    /* NULL: a lock request */
+    agg_tl_frag_t  f;
+    uint8_t        posted; /* the transport took it */
+} agg__frag_t;
+
+/* The SAT lock, as this communicator holds it. */
+typedef enum agg__lock_state {
+    AGG__LOCK_NONE = 0,   /* not held */
+    AGG__LOCK_ASKING,     /* a lock request is in flight */
+    AGG__LOCK_HELD,
+    AGG__LOCK_RELEASING,  /* batch done: give it back once its last chunk completes */
+} agg__lock_state_t;
+
+/* A group on one tree: its transport, its window of fragments in flight. */
+typedef struct agg__group {
+    struct agg_comm     *comm;
+    agg__tree_info_t     info;
+    const agg_tl_ops_t  *tl;
+    void                *tl_priv;
+    uint32_t             window;
+    uint32_t             payload;
+    uint64_t             next_n;    /* fragments assigned so far */
+    uint64_t             done_n;    /* fragments consumed so far (in order) */
+    agg__frag_t         *ring;      /* window entries, by (n - 1) % window */
+    agg__lock_state_t    lock;
+    uint32_t             batch_left;
+} agg__group_t;
+
 struct agg_comm {
-    agg_context_t     *ctx;
-    int                rank;
-    int                size;
-    void              *oob_ctx;
-    uint32_t           group_id;
-    uint64_t           leaf_guid;  /* the aggregation node this rank sends to */
-    uint32_t           osts;
-    uint32_t           payload_per_ost;
-    uint32_t           seq;        /* last fragment sequence posted */
-    int                broken;     /* a timeout left the group in an unknown state */
-    const agg_tl_ops_t *tl;
-    /* shared-memory transport state */
-    uint32_t           slot_stride;
-    agg_shm_group_t   *shm;
-    size_t             shm_size;
-    agg_shm_bell_t    *bell;
-    size_t             bell_size;
-    agg_shm_channel_t *chan;       /* this member's channel */
-    uint8_t           *send_slots; /* this member's osts send slots */
-    uint8_t           *results;    /* the group's osts result slots */
+    agg_context_t  *ctx;
+    int             rank;
+    int             size;
+    void           *oob_ctx;
+    uint32_t        group_id;
+    uint64_t        leaf_guid;  /* the aggregation node this rank sends to */
+    agg__group_t    llt;
+    agg__group_t    sat;        /* sat.tl == NULL: no SAT group */
+    agg_request_t  *head;       /* requests in the order they were posted */
+    agg_request_t  *tail;
+    agg_request_t  *free_reqs;  /* a few kept for reuse */
+    int             sat_fallback_logged;
+    uint64_t        sat_fallbacks;
+};
+
+typedef enum agg__req_state {
+    AGG__REQ_QUEUED = 0,   /* waiting for the requests before it */
+    AGG__REQ_LOCKING,      /* SAT: waiting for the lock */
+    AGG__REQ_RUNNING,      /* fragments being assigned and completed */
+    AGG__REQ_DONE,
+} agg__req_state_t;
+
+struct agg_request {
+    agg_comm_t        *comm;
+    agg__group_t      *grp;       /* where its fragments go, once decided */
+    agg_reduce_spec_t  spec;
+    size_t             esize;
+    size_t             per_frag;
+    size_t             nfrags;
+    size_t             assigned;
+    size_t             done;
+    agg__req_state_t   state;
+    agg_status_t       status;    /* first error */
+    agg_status_t       why_llt;   /* why a SAT request went to the LLT, AGG_OK if not */
+    int                freed;     /* the caller let go: recycle once drained */
+    int                abandoned; /* timed out: its fragments fail, nothing is written */
+    int                lock_tries;
+    int64_t            retry_at;  /* us: next lock request not before */
+    int64_t            seen_ms;   /* last progress, for the timeout */
+    agg_request_t     *next;
 };
 
 /* Connects ctx->am_fd to aggmgr if not yet connected. */
@@ -96,5 +185,27 @@ agg_status_t agg__oob_agree(agg_context_t *ctx, void *oob_ctx, int rank, int siz
                             agg_status_t local);
 
 void agg__set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- groups and requests (agg_request.c) ---- */
+
+/* Sets a group up for its transport (window ring); AGG_OK or NO_MEMORY. */
+agg_status_t agg__group_init(agg_comm_t *comm, agg__group_t *grp, const agg__tree_info_t *info);
+void agg__group_fini(agg__group_t *grp);
+
+/* A request object for spec on comm, queued behind the ones posted before it. */
+agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                               agg__group_t *grp, agg_request_t **out);
+
+/* Drives every request of the communicator as far as it goes without waiting. */
+unsigned agg__comm_progress(agg_comm_t *comm);
+
+/* Takes the SAT lock now, blocking (lock_on_comm_init). */
+agg_status_t agg__sat_lock_now(agg_comm_t *comm);
+
+/* Fragments posted, for the counters. */
+static inline void agg__count_sent(agg_context_t *ctx, uint64_t n)
+{
+    ctx->frags_sent += n;
+}
 
 #endif

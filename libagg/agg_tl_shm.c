@@ -1,164 +1,288 @@
 /*
- * The shared-memory transport: this member's send slots and the group's
- * result slots live in a segment created by switchsim on the same host.
- * A fragment's header and payload are written into the slot of its
- * sequence number, `seq` last (release); the member's `posted` counter
- * and, once per batch, switchsim's doorbell tell the data thread.
+ * The shared-memory transport: the member maps the group's data-path
+ * segment and its switchsim's host segment (both named by its endpoint) and
+ * runs the aggregation-node engine on them (agg/dp.h).
+ *
+ * With rank_progress on (the default) a fragment is pushed straight from
+ * the user's buffer into the member's leaf node, and when it is the last
+ * contribution a node waited for, this process completes the node; the
+ * result is copied out of the group's top node. With it off the fragment is
+ * staged in the member's channel (or, for a SAT chunk with zero copy, only
+ * described: switchsim reads it from this process and writes the result
+ * back) and switchsim's threads do the rest.
  */
 #include "agg_internal.h"
 
-#include <sched.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "agg/log.h"
 #include "agg/shm.h"
-#include "agg/sock.h"
+#include "agg/wait.h"
 
-#define AGG_WAIT_SLICE_MS 100 /* futex sleeps are cut so deadlines are seen */
+typedef struct agg__tl_shm {
+    agg_dp_view_t    view;
+    agg_dp_seg_t    *seg;
+    agg_dp_host_t   *host;
+    size_t           host_size;
+    uint32_t         member;
+    uint32_t         leaf;
+    uint32_t         position;
+    int              staged;   /* switchsim pushes for us */
+    int              zcopy;    /* staged SAT chunks stay in our memory */
+    int              rung;     /* staged fragments since the last doorbell */
+    agg_dp_driver_t  drv;
+    agg_wait_t       wait;
+    int              coll_timeout_ms;
+} agg__tl_shm_t;
 
-static inline agg_frag_hdr_t *agg__slot(uint8_t *base, uint32_t stride, uint32_t seq,
-                                        uint32_t osts)
+/* May switchsim (another process of ours) read and write our memory? */
+static int agg__tl_shm_cma_ok(const agg_dp_host_t *host)
 {
-    return (agg_frag_hdr_t *)(base + (size_t)((seq - 1) % osts) * stride);
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = 0;
+
+    if (f != NULL) {
+        if (fscanf(f, "%d", &scope) != 1) {
+            scope = 0;
+        }
+        fclose(f);
+    }
+    if (scope >= 3 || (scope == 2 && geteuid() != 0)) {
+        return 0;
+    }
+    /* scope 1: only a declared tracer may, so declare switchsim one */
+    return scope == 0 || geteuid() == 0 ||
+           prctl(PR_SET_PTRACER, (unsigned long)host->pid, 0, 0, 0) == 0;
 }
 
-static agg_status_t agg__tl_shm_attach(agg_comm_t *comm, const agg__group_info_t *info)
+static agg_status_t agg__tl_shm_attach(agg_context_t *ctx, const agg__tree_info_t *info,
+                                       int rank, void **out)
 {
-    agg_shm_group_t *shm;
+    const char *seg_name = (const char *)info->ep.addr, *host_name;
+    agg__tl_shm_t *t;
+    size_t seg_size;
+    char why[256];
     agg_status_t st;
 
-    st = agg_shm_attach(info->shm_name, (void **)&comm->shm, &comm->shm_size);
-    if (st != AGG_OK) {
-        return st;
-    }
-    st = agg_shm_attach(info->bell_name, (void **)&comm->bell, &comm->bell_size);
-    if (st != AGG_OK) {
-        return st;
-    }
-    shm = comm->shm;
-    /* Never trust a size read from a segment before checking it. */
-    if (comm->shm_size < sizeof(*shm) || comm->bell_size < sizeof(*comm->bell) ||
-        __atomic_load_n(&shm->magic, __ATOMIC_ACQUIRE) != AGG_SHM_GROUP_MAGIC ||
-        shm->version != AGG_SHM_VERSION || comm->bell->magic != AGG_SHM_BELL_MAGIC ||
-        shm->group_id != info->group_id || shm->num_members != (uint32_t)comm->size ||
-        shm->osts != info->osts || shm->payload_per_ost != info->payload_per_ost ||
-        shm->slot_stride < AGG_FRAG_HDR_SIZE + shm->payload_per_ost ||
-        shm->total_size != comm->shm_size ||
-        shm->results_offset + (uint64_t)shm->osts * shm->slot_stride > comm->shm_size ||
-        shm->channels_offset + (uint64_t)shm->num_members * shm->channel_stride >
-            shm->results_offset) {
-        agg_error("group segment %s does not match group %u", info->shm_name,
-                  info->group_id);
+    /* the address: "segment\0host\0" within the endpoint's length */
+    if (info->ep.length < 4 || info->ep.length > sizeof(info->ep.addr) ||
+        memchr(seg_name, '\0', info->ep.length) == NULL) {
+        agg_error("group endpoint of %u bytes is not a shared-memory address", info->ep.length);
         return AGG_ERR_GROUP_JOIN;
     }
-    comm->group_id        = info->group_id;
-    comm->osts            = info->osts;
-    comm->payload_per_ost = info->payload_per_ost;
-    comm->slot_stride     = shm->slot_stride;
-    comm->chan            = (agg_shm_channel_t *)((uint8_t *)shm + shm->channels_offset +
-                                                  (size_t)comm->rank * shm->channel_stride);
-    comm->send_slots      = (uint8_t *)(comm->chan + 1);
-    comm->leaf_guid       = comm->chan->leaf_guid;
-    agg_debug("communicator rank %d of %d: group %u, leaf switch 0x%016llx", comm->rank,
-              comm->size, info->group_id, (unsigned long long)comm->leaf_guid);
-    comm->results         = (uint8_t *)shm + shm->results_offset;
+    host_name = seg_name + strlen(seg_name) + 1;
+    if ((size_t)(host_name - seg_name) >= info->ep.length ||
+        memchr(host_name, '\0', info->ep.length - (size_t)(host_name - seg_name)) == NULL) {
+        agg_error("group endpoint names no host segment");
+        return AGG_ERR_GROUP_JOIN;
+    }
+    t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    st = agg_shm_attach(seg_name, (void **)&t->seg, &seg_size);
+    if (st == AGG_OK) {
+        st = agg_shm_attach(host_name, (void **)&t->host, &t->host_size);
+    }
+    if (st != AGG_OK) {
+        goto err;
+    }
+    /* never trust a field of a segment before checking it */
+    st = agg_dp_check(t->seg, seg_size, why, sizeof(why));
+    if (st == AGG_OK) {
+        st = agg_dp_host_check(t->host, t->host_size, why, sizeof(why));
+    }
+    if (st == AGG_OK && (t->seg->tree != info->tree || info->channel >= t->seg->num_members ||
+                         t->seg->window != info->osts || t->seg->payload < info->payload ||
+                         agg_dp_member(t->seg, info->channel)->leaf_guid != info->leaf_guid)) {
+        snprintf(why, sizeof(why), "it does not match what aggmgr said (tree %u, channel %u, "
+                 "window %u, payload %u)", info->tree, info->channel, info->osts,
+                 info->payload);
+        st = AGG_ERR_GROUP_JOIN;
+    }
+    for (uint32_t i = 0; st == AGG_OK && i < t->seg->num_nodes; ++i) {
+        if (agg_dp_node(t->seg, i)->an >= t->host->num_ans) {
+            snprintf(why, sizeof(why), "node %u names switch %u of %u", i,
+                     agg_dp_node(t->seg, i)->an, t->host->num_ans);
+            st = AGG_ERR_GROUP_JOIN;
+        }
+    }
+    if (st != AGG_OK) {
+        agg_error("group segment %s: %s", seg_name, why);
+        goto err;
+    }
+    t->view.seg        = t->seg;
+    t->view.size       = seg_size;
+    t->view.host       = t->host;
+    t->member          = info->channel;
+    t->leaf            = agg_dp_member(t->seg, t->member)->leaf;
+    t->position        = agg_dp_member(t->seg, t->member)->position;
+    t->staged          = !ctx->rank_progress;
+    t->zcopy           = t->staged && ctx->sat_zcopy && info->tree == AGG_TREE_SAT &&
+                         agg__tl_shm_cma_ok(t->host);
+    t->drv.ctr         = &agg_dp_chan(t->seg, t->member)->drv;
+    t->coll_timeout_ms = ctx->coll_timeout_ms;
+    agg_wait_init(&t->wait, ctx->spin_count);
+    __atomic_store_n(&agg_dp_member(t->seg, t->member)->pid, (uint32_t)getpid(),
+                     __ATOMIC_RELAXED);
+    agg_debug("rank %d: %s group %u channel %u, leaf switch 0x%016llx, %s", rank,
+              info->tree == AGG_TREE_SAT ? "SAT" : "LLT", t->seg->group_id, t->member,
+              (unsigned long long)info->leaf_guid,
+              !t->staged ? "pushing its own fragments" :
+              t->zcopy ? "zero-copy chunks for switchsim" : "staging for switchsim");
+    *out = t;
     return AGG_OK;
+
+err:
+    if (t->seg != NULL) {
+        agg_shm_detach(t->seg, seg_size);
+    }
+    if (t->host != NULL) {
+        agg_shm_detach(t->host, t->host_size);
+    }
+    free(t);
+    return st == AGG_ERR_IO ? AGG_ERR_GROUP_JOIN : st;
 }
 
-static void agg__tl_shm_detach(agg_comm_t *comm)
+static void agg__tl_shm_detach(void *tlp)
 {
-    agg_shm_detach(comm->shm, comm->shm_size);
-    agg_shm_detach(comm->bell, comm->bell_size);
-    comm->shm  = NULL;
-    comm->bell = NULL;
-}
+    agg__tl_shm_t *t = tlp;
 
-static void *agg__tl_shm_send_buf(agg_comm_t *comm, uint32_t seq)
-{
-    return (uint8_t *)agg__slot(comm->send_slots, comm->slot_stride, seq, comm->osts) +
-           AGG_FRAG_HDR_SIZE;
-}
-
-static void agg__tl_shm_post(agg_comm_t *comm, uint32_t seq, uint16_t op, uint8_t dtype,
-                             uint32_t count)
-{
-    agg_frag_hdr_t *slot = agg__slot(comm->send_slots, comm->slot_stride, seq, comm->osts);
-
-    slot->op    = op;
-    slot->dtype = dtype;
-    slot->count = count;
-    __atomic_store_n(&slot->seq, seq, __ATOMIC_RELEASE);
-    __atomic_store_n(&comm->chan->posted, comm->chan->posted + 1, __ATOMIC_RELEASE);
-}
-
-static const agg_frag_hdr_t *agg__tl_shm_result(agg_comm_t *comm, uint32_t seq)
-{
-    agg_frag_hdr_t *res = agg__slot(comm->results, comm->slot_stride, seq, comm->osts);
-
-    return __atomic_load_n(&res->seq, __ATOMIC_ACQUIRE) == seq ? res : NULL;
-}
-
-static void agg__tl_shm_flush(agg_comm_t *comm)
-{
-    agg_shm_bell_t *bell = comm->bell;
-
-    __atomic_fetch_add(&bell->doorbell, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&bell->sleeping, __ATOMIC_SEQ_CST)) {
-        agg_futex_wake(&bell->doorbell, 1);
+    if (t != NULL) {
+        agg_shm_detach(t->seg, t->view.size);
+        agg_shm_detach(t->host, t->host_size);
+        free(t);
     }
 }
 
-/*
- * Waits until the result slot holds `seq`: spins (unless processes
- * outnumber cores), yields a few times, then sleeps on the group's
- * result_gen, which switchsim bumps once per pass that published results.
- */
-static agg_status_t agg__tl_shm_wait(agg_comm_t *comm, uint32_t seq)
+/* Leaves the fragment for switchsim in our channel. */
+static void agg__tl_shm_stage(agg__tl_shm_t *t, const agg_tl_frag_t *f)
 {
-    agg_frag_hdr_t *res = agg__slot(comm->results, comm->slot_stride, seq, comm->osts);
-    agg_context_t *ctx = comm->ctx;
-    agg_shm_group_t *shm = comm->shm;
-    int64_t deadline = 0;
-    uint32_t gen;
-    long spins = 0;
+    agg_dp_frag_t *fr = agg_dp_stage(t->seg, t->member, f->n);
+    size_t bytes = (size_t)f->count * agg_dtype_size(f->dtype);
 
-    for (;;) {
-        if (__atomic_load_n(&res->seq, __ATOMIC_ACQUIRE) == seq) {
-            return AGG_OK;
-        }
-        if (++spins < ctx->spin_count) {
-            agg_cpu_relax();
-            continue;
-        }
-        if (spins < ctx->spin_count + 8) {
-            sched_yield(); /* with more processes than cores, let switchsim run */
-            continue;
-        }
-        if (deadline == 0) {
-            deadline = agg_time_ms() + ctx->coll_timeout_ms;
-        } else if (agg_time_ms() > deadline) {
-            return AGG_ERR_TIMEOUT;
-        }
-        if (__atomic_load_n(&shm->dead, __ATOMIC_ACQUIRE)) {
-            return AGG_ERR_SHUTDOWN;
-        }
-        gen = __atomic_load_n(&shm->result_gen, __ATOMIC_SEQ_CST);
-        __atomic_fetch_add(&shm->waiters, 1, __ATOMIC_SEQ_CST);
-        if (__atomic_load_n(&res->seq, __ATOMIC_SEQ_CST) != seq) {
-            agg_futex_wait(&shm->result_gen, gen, AGG_WAIT_SLICE_MS);
-        }
-        __atomic_fetch_sub(&shm->waiters, 1, __ATOMIC_SEQ_CST);
-        spins = ctx->spin_count; /* after a sleep: check, yield once, sleep again */
+    fr->count = f->count;
+    fr->op    = f->op;
+    fr->dtype = f->dtype;
+    fr->kind  = f->kind;
+    fr->flags = 0;
+    if (f->status != AGG_OK) {
+        fr->flags = AGG_DP_FRAG_FAILED;
+    } else if (t->zcopy && f->kind == AGG_DP_KIND_DATA && f->count > 0) {
+        fr->flags = AGG_DP_FRAG_CMA;
+        fr->pid   = (uint32_t)getpid();
+        fr->src   = (uint64_t)(uintptr_t)f->src;
+        fr->dst   = (uint64_t)(uintptr_t)f->dst;
+    } else if (bytes > 0) {
+        memcpy(agg_dp_frag_data(fr), f->src, bytes);
     }
+    __atomic_store_n(&fr->n, f->n, __ATOMIC_RELEASE);
+    t->rung++;
+}
+
+static agg_status_t agg__tl_shm_post(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_shm_t *t = tlp;
+    agg_dp_contrib_t c = {
+        .n = f->n, .count = f->count, .op = f->op, .dtype = f->dtype, .kind = f->kind,
+        .status = f->status, .data = f->src,
+    };
+    agg_status_t st;
+
+    if (t->staged) {
+        agg__tl_shm_stage(t, f);
+        return AGG_OK;
+    }
+    st = agg_dp_push(&t->view, t->leaf, t->position, &c, &t->drv);
+    if (st == AGG_OK) {
+        agg_dp_count_in(&t->drv, t->seg->tree, &c);
+    }
+    return st;
+}
+
+static void agg__tl_shm_flush(void *tlp)
+{
+    agg__tl_shm_t *t = tlp;
+
+    if (t->rung > 0) {
+        t->rung = 0;
+        __atomic_fetch_add(&t->host->doorbell, 1, __ATOMIC_SEQ_CST);
+        agg_wait_wake(&t->host->doorbell, &t->host->sleeping);
+    }
+}
+
+static agg_status_t agg__tl_shm_complete(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_shm_t *t = tlp;
+    agg_dp_slot_t *res = agg_dp_result(t->seg, f->n);
+
+    if (res == NULL) {
+        return __atomic_load_n(&t->seg->dead, __ATOMIC_ACQUIRE) ? AGG_ERR_SHUTDOWN :
+                                                                   AGG_INPROGRESS;
+    }
+    agg_wait_reset(&t->wait);
+    if (res->status == AGG_OK && f->dst != NULL &&
+        !(t->zcopy && f->kind == AGG_DP_KIND_DATA)) {
+        agg_dp_copy_out(res, f->dst);
+    }
+    return res->status;
+}
+
+static unsigned agg__tl_shm_progress(void *tlp)
+{
+    agg__tl_shm_t *t = tlp;
+
+    return agg_dp_progress(&t->view, &t->drv);
+}
+
+typedef struct agg__tl_shm_ready {
+    agg__tl_shm_t *t;
+    uint64_t       n;
+} agg__tl_shm_ready_t;
+
+static int agg__tl_shm_ready(void *arg)
+{
+    agg__tl_shm_ready_t *r = arg;
+
+    return agg_dp_result(r->t->seg, r->n) != NULL ||
+           __atomic_load_n(&r->t->seg->dead, __ATOMIC_ACQUIRE) ||
+           __atomic_load_n(&r->t->seg->work_gen, __ATOMIC_ACQUIRE) != r->t->drv.work_seen;
+}
+
+static void agg__tl_shm_idle(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_shm_t *t = tlp;
+    agg__tl_shm_ready_t r = {t, f->n};
+
+    if (t->staged && agg_wait_will_sleep(&t->wait)) {
+        /* about to sleep: make sure switchsim is awake for what we staged */
+        __atomic_fetch_add(&t->host->doorbell, 1, __ATOMIC_SEQ_CST);
+        agg_wait_wake(&t->host->doorbell, &t->host->sleeping);
+    }
+    agg_wait_idle(&t->wait, &t->seg->result_gen, &t->seg->sleepers, agg__tl_shm_ready, &r);
+}
+
+static void agg__tl_shm_busy(void *tlp)
+{
+    agg_wait_reset(&((agg__tl_shm_t *)tlp)->wait);
 }
 
 const agg_tl_ops_t agg_tl_shm_ops = {
     .name     = "shm",
     .attach   = agg__tl_shm_attach,
     .detach   = agg__tl_shm_detach,
-    .send_buf = agg__tl_shm_send_buf,
     .post     = agg__tl_shm_post,
     .flush    = agg__tl_shm_flush,
-    .result   = agg__tl_shm_result,
-    .wait     = agg__tl_shm_wait,
+    .complete = agg__tl_shm_complete,
+    .progress = agg__tl_shm_progress,
+    .idle     = agg__tl_shm_idle,
+    .busy     = agg__tl_shm_busy,
 };
+
+const agg_tl_ops_t *agg__tl_for(uint32_t transport)
+{
+    return transport == AGG_TL_SHM ? &agg_tl_shm_ops : NULL;
+}

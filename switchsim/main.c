@@ -44,47 +44,33 @@ static void switchsim_usage(FILE *out)
 
 static void switchsim_write_stats(switchsim_t *sim, const char *path)
 {
-    switchsim_stats_t s;
+    agg_msg_stats_reply_t rep = {0};
+    agg_dp_counters_t s;
     FILE *f;
 
-    switchsim_stats_snapshot(sim, &s);
+    switchsim_stats(sim, &s);
+    rep.fragments_in      = s.llt_fragments_in + s.sat_chunks_in;
+    rep.llt_fragments_in  = s.llt_fragments_in;
+    rep.sat_chunks_in     = s.sat_chunks_in;
+    rep.bytes_in          = s.bytes_in;
+    rep.sat_bytes_in      = s.sat_bytes_in;
+    rep.fragments_reduced = s.reductions;
+    rep.results_out       = s.results_out;
+    rep.errors            = s.errors;
+    rep.duplicates        = s.duplicates;
+    rep.locks_granted     = s.locks_granted;
+    rep.locks_busy        = s.locks_busy;
+    rep.zcopy_bytes       = s.zcopy_bytes;
+    rep.groups            = sim->num_groups;
+    rep.groups_total      = sim->groups_total;
+    rep.workers           = sim->num_workers;
     f = fopen(path, "w");
     if (f == NULL) {
         agg_error("cannot write stats file %s: %s", path, strerror(errno));
         return;
     }
-    fprintf(f, "fragments_in %llu\nfragments_reduced %llu\nresults_out %llu\n"
-               "bytes_in %llu\nerrors %llu\ngroups_total %llu\n",
-            (unsigned long long)s.fragments_in, (unsigned long long)s.fragments_reduced,
-            (unsigned long long)s.results_out, (unsigned long long)s.bytes_in,
-            (unsigned long long)s.errors, (unsigned long long)s.groups_total);
+    agg_wire_stats_print(&rep, f);
     fclose(f);
-}
-
-static agg_status_t switchsim_connect(switchsim_t *sim)
-{
-    const char *addr = agg_conf_str(&sim->conf, AGG_CONF_AM_ADDR);
-    int timeout = (int)agg_conf_int(&sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS);
-    int64_t deadline = agg_time_ms() + timeout;
-    char host[256];
-    int port;
-    agg_status_t st;
-
-    st = agg_conf_addr_split(addr, host, sizeof(host), &port);
-    if (st != AGG_OK) {
-        return st;
-    }
-    /* aggmgr may still be starting: retry until the connect timeout. */
-    do {
-        st = agg_sock_connect(host, port, timeout, &sim->am_fd);
-        if (st == AGG_OK) {
-            return AGG_OK;
-        }
-        usleep(20000);
-    } while (agg_time_ms() < deadline && !switchsim_stop_flag);
-    agg_error("cannot connect to aggmgr at %s within %d ms (is aggmgr running? "
-              "set AGG_AM_ADDR or --am)", addr, timeout);
-    return AGG_ERR_SESSION_INIT;
 }
 
 int main(int argc, char **argv)
@@ -127,12 +113,21 @@ int main(int argc, char **argv)
         return 2;
     }
     agg_log_set_level((int)agg_conf_int(&sim.conf, AGG_CONF_LOG_LEVEL));
-    sim.spin_count     = (long)agg_conf_int(&sim.conf, AGG_CONF_SPIN_COUNT);
-    sim.spin_explicit  = sim.conf.v[AGG_CONF_SPIN_COUNT].source != AGG_CONF_SRC_DEFAULT;
-    sim.num_cpus       = sysconf(_SC_NPROCESSORS_ONLN);
-    sim.spin_effective = sim.spin_count;
-    sim.am_fd      = -1;
-    pthread_mutex_init(&sim.lock, NULL);
+    sim.num_cpus    = sysconf(_SC_NPROCESSORS_ONLN);
+    sim.num_workers = (unsigned)agg_conf_int(&sim.conf, AGG_CONF_SIM_WORKERS);
+    if (sim.num_workers == 0) {
+        sim.num_workers = sim.num_cpus > 2 ? (unsigned)sim.num_cpus - 1 : 1;
+    }
+    sim.am_fd = -1;
+    {
+        pthread_rwlockattr_t attr;
+
+        /* the control thread must get in between the workers' passes */
+        pthread_rwlockattr_init(&attr);
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&sim.lock, &attr);
+        pthread_rwlockattr_destroy(&attr);
+    }
 
     sa.sa_handler = switchsim_on_signal;
     sigaction(SIGTERM, &sa, NULL);
@@ -140,19 +135,15 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    snprintf(sim.bell_name, sizeof(sim.bell_name), "/agg-%d-bell", (int)getpid());
-    agg_shm_unlink(sim.bell_name);
-    st = agg_shm_create(sim.bell_name, sizeof(agg_shm_bell_t), (void **)&sim.bell);
-    if (st != AGG_OK) {
+    /* aggmgr may still be starting: keep trying for the connect timeout */
+    if (agg_am_connect(&sim.conf, (int)agg_conf_int(&sim.conf, AGG_CONF_CONNECT_TIMEOUT_MS),
+                       &sim.am_fd, err, sizeof(err)) != AGG_OK) {
+        agg_error("%s", err);
         goto out;
     }
-    sim.bell->magic   = AGG_SHM_BELL_MAGIC;
-    sim.bell->version = AGG_SHM_VERSION;
-
-    if (switchsim_connect(&sim) != AGG_OK ||
-        switchsim_ctl_register(&sim, (int)agg_conf_int(&sim.conf,
+    if (switchsim_ctl_register(&sim, (int)agg_conf_int(&sim.conf,
                                                        AGG_CONF_CONNECT_TIMEOUT_MS)) != AGG_OK ||
-        switchsim_dp_start(&sim) != AGG_OK) {
+        switchsim_workers_start(&sim) != AGG_OK) {
         goto out;
     }
     if (ready_fd >= 0) {
@@ -176,6 +167,10 @@ int main(int argc, char **argv)
             }
         }
         if (poll(&pfd, 1, 200) <= 0) {
+            /* a SAT lock whose holder died goes back, at most 200 ms later */
+            switchsim_ctl_wrlock(&sim);
+            switchsim_an_reap_locks(&sim);
+            pthread_rwlock_unlock(&sim.lock);
             continue;
         }
         st = switchsim_ctl_handle(&sim);
@@ -189,7 +184,7 @@ int main(int argc, char **argv)
     }
 
 out:
-    switchsim_dp_stop(&sim);
+    switchsim_workers_stop(&sim);
     if (stats_file != NULL) {
         switchsim_write_stats(&sim, stats_file);
     }
@@ -197,12 +192,8 @@ out:
     if (sim.am_fd >= 0) {
         close(sim.am_fd);
     }
-    if (sim.bell != NULL) {
-        agg_shm_detach(sim.bell, sizeof(agg_shm_bell_t));
-        agg_shm_unlink(sim.bell_name);
-    }
-    free(sim.switches);
-    pthread_mutex_destroy(&sim.lock);
+    switchsim_an_fini(&sim);
+    pthread_rwlock_destroy(&sim.lock);
     agg_info("switchsim exiting with status %d", rc);
     return rc;
 }

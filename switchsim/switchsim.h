@@ -1,8 +1,10 @@
 /*
  * switchsim: aggregation nodes in software. One process hosts the switches
- * aggmgr gives it; for each group it holds the group's tree of nodes and the
- * shared-memory segment through which the member ranks send fragments and
- * read results.
+ * aggmgr gives it, each an aggregation-node object (switchsim_an_t) owning
+ * that switch's resources and its SAT lock. A group's part of a tree lives in
+ * a data-path segment (agg/dp.h) that switchsim creates and the members map;
+ * the node engine runs on it in switchsim's worker threads and in the member
+ * ranks themselves.
  */
 #ifndef SWITCHSIM_H
 #define SWITCHSIM_H
@@ -10,118 +12,143 @@
 #include <pthread.h>
 #include <stdint.h>
 #include "agg/conf.h"
-#include "agg/reduce.h"
+#include "agg/dp.h"
 #include "agg/wire.h"
 
-/* One OST of one node of one group: the partial result being built. */
-typedef struct switchsim_slot {
-    uint32_t seq;      /* fragment sequence being reduced, 0 when idle */
-    uint32_t arrived;  /* children that have contributed */
-    uint32_t count;
-    uint16_t op;
-    uint8_t  dtype;
-    int32_t  status;
-    uint8_t *acc;      /* payload_per_ost bytes */
-} switchsim_slot_t;
+struct switchsim_group;
 
-/* A switch's part in one group's tree. */
+/* A group's node on a switch: what the switch gave it. */
 typedef struct switchsim_gnode {
-    uint64_t          guid;
-    int               parent;    /* index in group->nodes, -1 at the root */
-    uint32_t          expected;  /* children: member ranks below it + child nodes */
-    switchsim_slot_t *slots;     /* osts of them */
+    struct switchsim_group *group;
+    uint32_t                node;      /* index in the group's segment */
+    uint32_t                osts;
+    uint64_t                buf_bytes; /* accumulator memory */
+    struct switchsim_gnode *next;      /* the switch's list */
 } switchsim_gnode_t;
+
+/*
+ * One hosted switch. Its SAT lock word lives in the host segment, where
+ * every driver of the data path on this host can take it; the rest is
+ * switchsim's own bookkeeping, changed by the control thread only.
+ */
+typedef struct switchsim_an {
+    uint64_t           guid;
+    char               desc[AGG_WIRE_NAME_LEN];
+    uint32_t           index;       /* in the host segment's AN table */
+    agg_dp_an_t       *shared;
+    uint32_t           osts_cap, osts_used;
+    uint64_t           buf_cap, buf_used;
+    uint32_t           groups_cap, groups_used;
+    uint32_t           sat_flows_cap, sat_flows_used;
+    switchsim_gnode_t *gnodes;      /* groups with a node here */
+} switchsim_an_t;
 
 typedef struct switchsim_group {
     uint32_t           id;
     uint32_t           job_id;
+    uint8_t            tree;        /* agg_tree_type_t */
     uint32_t           num_members;
-    uint32_t           osts;
-    uint32_t           payload_per_ost;
     uint32_t           num_nodes;
-    switchsim_gnode_t *nodes;
-    uint32_t          *member_leaf; /* per member: index in nodes */
-    uint64_t          *consumed;    /* per member: fragments taken so far */
-    uint8_t           *acc_mem;     /* every slot's accumulator, one allocation */
-    int                published;   /* results written in this pass */
     char               shm_name[AGG_WIRE_NAME_LEN];
-    agg_shm_group_t   *shm;
-    size_t             shm_size;
+    agg_dp_view_t      view;
+    switchsim_gnode_t *gnodes;      /* one per node */
+    switchsim_an_t   **ans;         /* per node: its switch */
     struct switchsim_group *next;
 } switchsim_group_t;
 
-typedef struct switchsim_stats {
-    uint64_t fragments_in;
-    uint64_t fragments_reduced;
-    uint64_t results_out;
-    uint64_t bytes_in;
-    uint64_t errors;
-    uint64_t groups_total;
-} switchsim_stats_t;
+/* A reduction thread: its counters are written by it alone. */
+typedef struct switchsim_worker {
+    struct switchsim  *sim;
+    unsigned           index;
+    pthread_t          thread;
+    agg_dp_counters_t  ctr;
+    agg_dp_driver_t    drv;
+    uint8_t           *scratch;
+} switchsim_worker_t;
 
 typedef struct switchsim {
-    agg_conf_t         conf;
-    uint32_t           sim_id;
-    int                am_fd;
-    char               bell_name[AGG_WIRE_NAME_LEN];
-    agg_shm_bell_t    *bell;
-    uint32_t           num_switches;
-    agg_wire_switch_t *switches;    /* sorted by GUID */
-    pthread_mutex_t    lock;        /* guards the group list */
-    uint32_t           ctl_waiting; /* the control thread wants the lock */
-    switchsim_group_t *groups;
-    uint32_t           num_groups;
-    pthread_t          dp_thread;
-    int                dp_running;
-    volatile int       dp_stop;
-    long               spin_count;     /* AGG_SPIN_COUNT */
-    int                spin_explicit;  /* set by the user: never adjusted */
-    long               spin_effective; /* 0 while processes outnumber cores */
-    long               num_cpus;
-    uint32_t           members_total;  /* members of all groups */
-    switchsim_stats_t  stats;       /* written by the data thread only */
+    agg_conf_t          conf;
+    uint32_t            sim_id;
+    int                 am_fd;
+    char                host_name[AGG_WIRE_NAME_LEN]; /* the host segment */
+    agg_dp_host_t      *host;
+    size_t              host_size;
+    uint32_t            num_ans;
+    switchsim_an_t     *ans;         /* sorted by GUID */
+    pthread_rwlock_t    lock;        /* the group list: workers read, control writes */
+    switchsim_group_t  *groups;
+    uint32_t            num_groups;
+    uint32_t            members_total;
+    uint64_t            groups_total;
+    agg_dp_counters_t   retired;     /* counters of ranks of groups now gone */
+    unsigned            num_workers;
+    switchsim_worker_t *workers;
+    volatile int        stop;
+    long                num_cpus;
 } switchsim_t;
 
 /*
- * The control thread takes sim->lock through these, so the data thread,
- * which re-takes it after every pass, lets it in promptly.
+ * The control thread takes the group list's write lock through this; the
+ * lock prefers writers, so the workers, which re-take the read lock after
+ * every pass, let it in promptly.
  */
-void switchsim_ctl_lock(switchsim_t *sim);
-void switchsim_ctl_unlock(switchsim_t *sim);
+static inline void switchsim_ctl_wrlock(switchsim_t *sim)
+{
+    pthread_rwlock_wrlock(&sim->lock);
+}
+
+/* ---- switches (switchsim_an.c) ---- */
+
+/*
+ * Creates the AN objects and the host segment for the switches aggmgr gave
+ * (sorted by GUID), with each switch's capacities from the settings.
+ */
+agg_status_t switchsim_an_init(switchsim_t *sim, const agg_wire_switch_t *sw, uint32_t n);
+void switchsim_an_fini(switchsim_t *sim);
+
+switchsim_an_t *switchsim_an_find(switchsim_t *sim, uint64_t guid);
+
+/*
+ * Reserves a group's resources on one switch (its node's OSTs and buffer, a
+ * group slot, a SAT flow for a SAT group). AGG_ERR_NO_RESOURCE when the
+ * switch has none left, with the reason logged.
+ */
+agg_status_t switchsim_an_reserve(switchsim_an_t *an, switchsim_gnode_t *gn, uint8_t tree);
+void switchsim_an_release(switchsim_an_t *an, switchsim_gnode_t *gn, uint8_t tree);
+
+/*
+ * Gives back SAT locks whose holder is gone: a group that no longer exists,
+ * or one with a member process that died (its segment is marked dead so the
+ * others stop waiting). Caller holds the write lock. Returns locks freed.
+ */
+unsigned switchsim_an_reap_locks(switchsim_t *sim);
 
 /* ---- groups (switchsim_group.c) ---- */
 
 /*
- * Validates a GROUP_CONFIG body (host order already applied to the fixed
- * part and arrays), creates the group's segment and adds it to the list.
+ * Validates a GROUP_CONFIG body (host order already applied), reserves the
+ * switches' resources, creates the group's segment and adds it to the list.
  */
 agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config_t *cfg,
                                     const agg_wire_tree_node_t *nodes,
                                     const agg_wire_member_t *members,
                                     switchsim_group_t **group_out);
 
-/* Removes a group from the list, marks its segment dead, frees it. */
-agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id);
+/* Removes a group's part on one tree, gives back its locks and resources. */
+agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id, uint8_t tree);
 
 void switchsim_group_destroy_all(switchsim_t *sim);
 
-/* ---- data path (switchsim_dp.c) ---- */
+/* ---- reduction threads (switchsim_worker.c) ---- */
 
-agg_status_t switchsim_dp_start(switchsim_t *sim);
-void switchsim_dp_stop(switchsim_t *sim);
+agg_status_t switchsim_workers_start(switchsim_t *sim);
+void switchsim_workers_stop(switchsim_t *sim);
 
-/*
- * Recomputes how long the data thread spins: not at all when the members of
- * all groups plus switchsim outnumber the cores, so that spinning never
- * steals the CPU from the ranks it waits for. Caller holds sim->lock.
- */
-void switchsim_dp_tune(switchsim_t *sim);
+/* Wakes the workers (a group appeared, shutdown). */
+void switchsim_workers_kick(switchsim_t *sim);
 
-/* Wakes the data thread (after the group list changed). */
-void switchsim_dp_kick(switchsim_t *sim);
-
-/* One pass over every group; returns fragments handled. Caller holds sim->lock. */
-unsigned switchsim_dp_progress(switchsim_t *sim);
+/* Every driver's counters added up: workers, live groups' ranks, retired ranks. */
+void switchsim_stats(switchsim_t *sim, agg_dp_counters_t *sum);
 
 /* ---- control link to aggmgr (switchsim_ctl.c) ---- */
 
@@ -129,7 +156,5 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms);
 
 /* Reads and answers one message from aggmgr. AGG_ERR_IO when it hung up. */
 agg_status_t switchsim_ctl_handle(switchsim_t *sim);
-
-void switchsim_stats_snapshot(switchsim_t *sim, switchsim_stats_t *out);
 
 #endif

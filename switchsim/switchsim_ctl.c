@@ -1,9 +1,11 @@
 /*
  * switchsim's control link to aggmgr: registration, then group
- * configuration and teardown requests, each answered with a status.
+ * configuration and teardown requests, each answered with a status, and the
+ * counters when asked.
  */
 #include "switchsim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +26,7 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
 {
     agg_msg_sim_register_t reg = {0};
     agg_msg_sim_register_reply_t *rep;
+    agg_wire_switch_t *sw;
     size_t len, max = sizeof(*rep) + 65536 * sizeof(agg_wire_switch_t);
     uint8_t *buf;
     agg_status_t st;
@@ -32,8 +35,9 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
     reg.an_osts            = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_OSTS);
     reg.an_payload_per_ost = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_PAYLOAD_PER_OST);
     reg.an_max_groups      = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_MAX_GROUPS);
+    reg.an_sat_flows       = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_SAT_FLOWS);
+    reg.workers            = sim->num_workers;
     gethostname(reg.host, sizeof(reg.host) - 1);
-    snprintf(reg.bell_shm, sizeof(reg.bell_shm), "%s", sim->bell_name);
     agg_wire_swap(&reg, AGG_FMT_SIM_REGISTER, 1);
 
     buf = malloc(max);
@@ -63,18 +67,16 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
         st = AGG_ERR_PROTOCOL;
         goto out;
     }
-    sim->switches = malloc((size_t)rep->num_switches * sizeof(agg_wire_switch_t) + 1);
-    if (sim->switches == NULL) {
-        st = AGG_ERR_NO_MEMORY;
+    sw = (agg_wire_switch_t *)(rep + 1);
+    agg_wire_swap(sw, AGG_FMT_SWITCH, rep->num_switches);
+    qsort(sw, rep->num_switches, sizeof(*sw), switchsim__guid_cmp);
+    st = switchsim_an_init(sim, sw, rep->num_switches);
+    if (st != AGG_OK) {
         goto out;
     }
-    memcpy(sim->switches, rep + 1, (size_t)rep->num_switches * sizeof(agg_wire_switch_t));
-    agg_wire_swap(sim->switches, AGG_FMT_SWITCH, rep->num_switches);
-    sim->num_switches = rep->num_switches;
-    sim->sim_id       = rep->sim_id;
-    qsort(sim->switches, sim->num_switches, sizeof(*sim->switches), switchsim__guid_cmp);
-    agg_info("registered with aggmgr as switchsim %u, hosting %u switches",
-             sim->sim_id, sim->num_switches);
+    sim->sim_id = rep->sim_id;
+    agg_info("registered with aggmgr as switchsim %u, hosting %u switches (host segment %s)",
+             sim->sim_id, sim->num_ans, sim->host_name);
 out:
     free(buf);
     return st;
@@ -99,6 +101,7 @@ static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
     agg_wire_member_t *members;
     switchsim_group_t *g = NULL;
     agg_status_t st = AGG_OK;
+    int n;
 
     if (len < sizeof(*cfg)) {
         st = AGG_ERR_PROTOCOL;
@@ -106,6 +109,7 @@ static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
     }
     agg_wire_swap(cfg, AGG_FMT_GROUP_CONFIG, 1);
     rep.group_id = cfg->group_id;
+    rep.tree     = cfg->tree;
     if (len != sizeof(*cfg) + (size_t)cfg->num_nodes * sizeof(*nodes) +
                (size_t)cfg->num_members * sizeof(*members)) {
         agg_error("GROUP_CONFIG of %zu bytes does not hold %u nodes and %u members",
@@ -119,7 +123,11 @@ static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
     agg_wire_swap(members, AGG_FMT_MEMBER, cfg->num_members);
     st = switchsim_group_create(sim, cfg, nodes, members, &g);
     if (st == AGG_OK) {
-        snprintf(rep.shm_name, sizeof(rep.shm_name), "%s", g->shm_name);
+        /* shared memory here: the group's segment, then the host segment */
+        rep.endpoint.transport = AGG_TL_SHM;
+        n = snprintf((char *)rep.endpoint.addr, sizeof(rep.endpoint.addr), "%s%c%s",
+                     g->shm_name, '\0', sim->host_name);
+        rep.endpoint.length = (uint32_t)n + 1;
     }
 reply:
     rep.status = st;
@@ -131,17 +139,31 @@ reply:
 static agg_status_t switchsim__on_stats(switchsim_t *sim, uint32_t txid)
 {
     agg_msg_stats_reply_t rep = {0};
-    switchsim_stats_t s;
+    agg_dp_counters_t s;
+    switchsim_group_t *g;
 
-    switchsim_stats_snapshot(sim, &s);
+    switchsim_stats(sim, &s);
+    pthread_rwlock_rdlock(&sim->lock);
+    rep.groups       = sim->num_groups;
+    rep.groups_total = sim->groups_total;
+    for (g = sim->groups; g != NULL; g = g->next) {
+        rep.sat_groups += g->tree == AGG_TREE_SAT;
+    }
+    pthread_rwlock_unlock(&sim->lock);
     rep.status            = AGG_OK;
-    rep.groups            = sim->num_groups;
-    rep.fragments_in      = s.fragments_in;
-    rep.fragments_reduced = s.fragments_reduced;
+    rep.fragments_in      = s.llt_fragments_in + s.sat_chunks_in;
+    rep.fragments_reduced = s.reductions;
     rep.results_out       = s.results_out;
     rep.bytes_in          = s.bytes_in;
     rep.errors            = s.errors;
-    rep.groups_total      = s.groups_total;
+    rep.llt_fragments_in  = s.llt_fragments_in;
+    rep.sat_chunks_in     = s.sat_chunks_in;
+    rep.sat_bytes_in      = s.sat_bytes_in;
+    rep.duplicates        = s.duplicates;
+    rep.locks_granted     = s.locks_granted;
+    rep.locks_busy        = s.locks_busy;
+    rep.zcopy_bytes       = s.zcopy_bytes;
+    rep.workers           = sim->num_workers;
     agg_wire_swap(&rep, AGG_FMT_STATS_REPLY, 1);
     return agg_msg_send(sim->am_fd, AGG_MSG_STATS_REPLY, txid, &rep, sizeof(rep),
                         SWITCHSIM_CTL_TIMEOUT_MS);
@@ -169,7 +191,9 @@ agg_status_t switchsim_ctl_handle(switchsim_t *sim)
         ref = (agg_msg_group_ref_t *)body;
         agg_wire_swap(ref, AGG_FMT_GROUP_REF, 1);
         return switchsim__reply_status(sim, AGG_MSG_GROUP_TEARDOWN_REPLY, hdr.txid,
-                                       switchsim_group_destroy(sim, ref->group_id));
+                                       ref->tree > AGG_TREE_SAT ? AGG_ERR_PROTOCOL :
+                                       switchsim_group_destroy(sim, ref->group_id,
+                                                               (uint8_t)ref->tree));
     case AGG_MSG_STATS:
         return switchsim__on_stats(sim, hdr.txid);
     default:

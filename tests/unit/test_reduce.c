@@ -3,8 +3,11 @@
  * is widened to 64-bit integers (masked back to the type's width) or to
  * double, and the operation is picked by a switch per element. The kernels
  * are macro-generated vector loops, so the two share no code except the
- * float16/bfloat16 conversions, which are pinned on their own below
+ * float16/bfloat16 conversions, which test_reduce_half.c pins on their own
  * (exhaustively, and against the compiler's _Float16 where it has one).
+ * MINLOC/MAXLOC and the pair dtypes: test_reduce_loc.c; float32
+ * accumulation of 16-bit floats and the instruction-set levels:
+ * test_reduce_acc.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,7 +25,7 @@
 
 #include "agg/reduce.h"
 
-enum kind { K_SINT, K_UINT, K_HALF, K_BF16, K_F32, K_F64 };
+enum kind { K_SINT, K_UINT, K_HALF, K_BF16, K_F32, K_F64, K_PAIR };
 
 typedef struct dtype_case {
     int         dtype;
@@ -44,11 +47,18 @@ static const dtype_case_t dtype_cases[] = {
     { AGG_DTYPE_BFLOAT16, "bfloat16", 2, K_BF16 },
     { AGG_DTYPE_FLOAT32,  "float32",  4, K_F32 },
     { AGG_DTYPE_FLOAT64,  "float64",  8, K_F64 },
+    /* Sizes as MPI's C pair structs on x86-64 Linux, padding included. */
+    { AGG_DTYPE_FLOAT32_INT32, "float32_int32", 8,  K_PAIR },
+    { AGG_DTYPE_FLOAT64_INT32, "float64_int32", 16, K_PAIR },
+    { AGG_DTYPE_INT64_INT32,   "int64_int32",   16, K_PAIR },
+    { AGG_DTYPE_INT32_INT32,   "int32_int32",   8,  K_PAIR },
+    { AGG_DTYPE_INT16_INT32,   "int16_int32",   8,  K_PAIR },
 };
 #define NUM_DTYPES (sizeof(dtype_cases) / sizeof(dtype_cases[0]))
 
 static const char *const op_names[] = {
     "sum", "prod", "min", "max", "land", "band", "lor", "bor", "lxor", "bxor",
+    "minloc", "maxloc",
 };
 #define NUM_OPS (sizeof(op_names) / sizeof(op_names[0]))
 
@@ -57,8 +67,17 @@ static int is_float(enum kind k)
     return k == K_HALF || k == K_BF16 || k == K_F32 || k == K_F64;
 }
 
+static int is_loc(int op)
+{
+    return op == AGG_OP_MINLOC || op == AGG_OP_MAXLOC;
+}
+
+/* Pairs take only MINLOC/MAXLOC, and nothing else takes those. */
 static int op_supported(enum kind k, int op)
 {
+    if (k == K_PAIR || is_loc(op)) {
+        return k == K_PAIR && is_loc(op);
+    }
     return !is_float(k) || op == AGG_OP_SUM || op == AGG_OP_PROD ||
            op == AGG_OP_MIN || op == AGG_OP_MAX;
 }
@@ -237,7 +256,10 @@ static uint64_t random_elem(enum kind k, size_t size)
         }
         return k == K_F32 ? f32_bits((float)d) : f64_bits(d);
     }
+    case K_PAIR:
+        break; /* test_reduce_loc.c makes its own */
     }
+    fail_msg("no random elements of kind %d", (int)k);
     return 0;
 }
 
@@ -313,10 +335,27 @@ static void test_sizes_and_names(void **state)
 {
     (void)state;
     for (size_t i = 0; i < NUM_DTYPES; i++) {
-        assert_int_equal(agg_dtype_size(dtype_cases[i].dtype), dtype_cases[i].size);
-        assert_string_equal(agg_dtype_name(dtype_cases[i].dtype), dtype_cases[i].name);
+        const dtype_case_t *dc = &dtype_cases[i];
+        int half = dc->kind == K_HALF || dc->kind == K_BF16;
+        assert_int_equal(agg_dtype_size(dc->dtype), dc->size);
+        assert_string_equal(agg_dtype_name(dc->dtype), dc->name);
+        assert_int_equal(agg_dtype_is_pair(dc->dtype), dc->kind == K_PAIR);
+        /* 16-bit floats accumulate in float32, everything else in itself. */
+        assert_int_equal(agg_dtype_acc(dc->dtype), half ? AGG_DTYPE_FLOAT32 : dc->dtype);
+        assert_int_equal(agg_dtype_acc_size(dc->dtype), half ? 4 : dc->size);
     }
     assert_int_equal(AGG_DTYPE__COUNT, NUM_DTYPES);
+
+    /* The values travel on the wire: appended, never renumbered. */
+    assert_int_equal(AGG_DTYPE_FLOAT64, 11);
+    assert_int_equal(AGG_DTYPE_FLOAT32_INT32, 12);
+    assert_int_equal(AGG_DTYPE_FLOAT64_INT32, 13);
+    assert_int_equal(AGG_DTYPE_INT64_INT32, 14);
+    assert_int_equal(AGG_DTYPE_INT32_INT32, 15);
+    assert_int_equal(AGG_DTYPE_INT16_INT32, 16);
+    assert_int_equal(AGG_OP_BXOR, 9);
+    assert_int_equal(AGG_OP_MINLOC, 10);
+    assert_int_equal(AGG_OP_MAXLOC, 11);
     for (int op = 0; op < (int)NUM_OPS; op++) {
         assert_string_equal(agg_op_name(op), op_names[op]);
     }
@@ -327,10 +366,14 @@ static void test_sizes_and_names(void **state)
         assert_int_equal(agg_dtype_size(bad[i]), 0);
         assert_string_equal(agg_dtype_name(bad[i]), "unknown");
         assert_string_equal(agg_op_name(bad[i]), "unknown");
+        assert_int_equal(agg_dtype_is_pair(bad[i]), 0);
+        assert_int_equal(agg_dtype_acc(bad[i]), -1);
+        assert_int_equal(agg_dtype_acc_size(bad[i]), 0);
     }
     assert_int_equal(agg_dtype_size(AGG_DTYPE__COUNT), 0);
     assert_string_equal(agg_dtype_name(AGG_DTYPE__COUNT), "unknown");
     assert_string_equal(agg_op_name(AGG_OP__COUNT), "unknown");
+    assert_int_equal(agg_dtype_acc(AGG_DTYPE__COUNT), -1);
 }
 
 static void test_support_matrix(void **state)
@@ -455,198 +498,6 @@ static void test_float_minmax_nan(void **state)
     }
 }
 
-/* ---- float16 / bfloat16 conversions ----------------------------------- */
-
-static int half_is_nan(uint16_t h)
-{
-    return (h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0;
-}
-
-static int bf16_is_nan(uint16_t b)
-{
-    return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0;
-}
-
-static void test_half_pinned(void **state)
-{
-    (void)state;
-    assert_int_equal(agg_float_to_half(1.0f), 0x3c00);
-    assert_int_equal(agg_float_to_half(-2.0f), 0xc000);
-    assert_int_equal(agg_float_to_half(0.0f), 0x0000);
-    assert_int_equal(agg_float_to_half(-0.0f), 0x8000);
-    assert_int_equal(agg_float_to_half(65504.0f), 0x7bff);          /* largest finite */
-    assert_int_equal(agg_float_to_half(0x1p-14f), 0x0400);          /* smallest normal */
-    assert_int_equal(agg_float_to_half(0x1p-24f), 0x0001);          /* smallest subnormal */
-    assert_int_equal(agg_float_to_half(0x3ffp-24f), 0x03ff);        /* largest subnormal */
-    assert_int_equal(agg_float_to_half(INFINITY), 0x7c00);
-    assert_int_equal(agg_float_to_half(-INFINITY), 0xfc00);
-    assert_true(half_is_nan(agg_float_to_half(NAN)));
-    assert_true(half_is_nan(agg_float_to_half(bits_f32(0x7f800001u)))); /* payload in low bits */
-    assert_true(half_is_nan(agg_float_to_half(bits_f32(0xffc00000u))));
-
-    /* Ties go to the even neighbour; anything past a tie goes away from it. */
-    assert_int_equal(agg_float_to_half(1.0f + 0x1p-11f), 0x3c00);  /* 1 | 1+2^-10 */
-    assert_int_equal(agg_float_to_half(1.0f + 0x3p-11f), 0x3c02);  /* 1+2^-10 | 1+2^-9 */
-    assert_int_equal(agg_float_to_half(1.0f + 0x1p-11f + 0x1p-23f), 0x3c01);
-    assert_int_equal(agg_float_to_half(65519.0f), 0x7bff);
-    assert_int_equal(agg_float_to_half(65520.0f), 0x7c00);         /* tie, 0x7bff is odd */
-    assert_int_equal(agg_float_to_half(FLT_MAX), 0x7c00);
-    assert_int_equal(agg_float_to_half(0x1p-25f), 0x0000);         /* tie 0 | 2^-24 */
-    assert_int_equal(agg_float_to_half(0x1.0002p-25f), 0x0001);
-    assert_int_equal(agg_float_to_half(0x3p-25f), 0x0002);         /* tie 1 | 2 subnormal */
-    assert_int_equal(agg_float_to_half(0x5p-25f), 0x0002);         /* tie 2 | 3 subnormal */
-    assert_int_equal(agg_float_to_half(0x7ffp-25f), 0x0400);       /* rounds up to normal */
-    assert_int_equal(agg_float_to_half(FLT_MIN), 0x0000);
-    assert_int_equal(agg_float_to_half(-0x1p-149f), 0x8000);
-
-    assert_true(agg_half_to_float(0x3c00) == 1.0f);
-    assert_true(agg_half_to_float(0xc000) == -2.0f);
-    assert_true(agg_half_to_float(0x7bff) == 65504.0f);
-    assert_true(agg_half_to_float(0x0001) == 0x1p-24f);
-    assert_true(agg_half_to_float(0x8001) == -0x1p-24f);
-    assert_true(agg_half_to_float(0x03ff) == 0x3ffp-24f);
-    assert_true(agg_half_to_float(0x0400) == 0x1p-14f);
-    assert_true(agg_half_to_float(0x7c00) == INFINITY);
-    assert_true(agg_half_to_float(0xfc00) == -INFINITY);
-    assert_true(isnan(agg_half_to_float(0x7e00)));
-    assert_true(isnan(agg_half_to_float(0x7c01)));
-    assert_true(signbit(agg_half_to_float(0x8000)) && agg_half_to_float(0x8000) == 0.0f);
-}
-
-static void test_bf16_pinned(void **state)
-{
-    (void)state;
-    assert_int_equal(agg_float_to_bf16(1.0f), 0x3f80);
-    assert_int_equal(agg_float_to_bf16(-2.0f), 0xc000);
-    assert_int_equal(agg_float_to_bf16(-0.0f), 0x8000);
-    assert_int_equal(agg_float_to_bf16(65504.0f), 0x4780);         /* 65536: 8 bits of precision */
-    assert_int_equal(agg_float_to_bf16(0x1p-133f), 0x0001);        /* smallest subnormal */
-    assert_int_equal(agg_float_to_bf16(0x1p-126f), 0x0080);        /* smallest normal */
-    assert_int_equal(agg_float_to_bf16(0x1p-134f), 0x0000);        /* tie 0 | 2^-133 */
-    assert_int_equal(agg_float_to_bf16(0x3p-134f), 0x0002);        /* tie 1 | 2 subnormal */
-    assert_int_equal(agg_float_to_bf16(INFINITY), 0x7f80);
-    assert_int_equal(agg_float_to_bf16(-INFINITY), 0xff80);
-    assert_int_equal(agg_float_to_bf16(FLT_MAX), 0x7f80);          /* above the last tie */
-    assert_int_equal(agg_float_to_bf16(bits_f32(0x7f7f7fffu)), 0x7f7f);
-    assert_true(bf16_is_nan(agg_float_to_bf16(NAN)));
-    assert_true(bf16_is_nan(agg_float_to_bf16(bits_f32(0x7f800001u)))); /* not Inf */
-    assert_true(bf16_is_nan(agg_float_to_bf16(bits_f32(0xff800001u))));
-    assert_int_equal(agg_float_to_bf16(1.0f + 0x1p-8f), 0x3f80);   /* tie 1 | 1+2^-7 */
-    assert_int_equal(agg_float_to_bf16(1.0f + 0x3p-8f), 0x3f82);   /* tie to even, up */
-    assert_int_equal(agg_float_to_bf16(1.0f + 0x1p-8f + 0x1p-23f), 0x3f81);
-
-    assert_true(agg_bf16_to_float(0x3f80) == 1.0f);
-    assert_true(agg_bf16_to_float(0xc000) == -2.0f);
-    assert_true(agg_bf16_to_float(0x0001) == 0x1p-133f);
-    assert_true(agg_bf16_to_float(0x7f80) == INFINITY);
-    assert_true(isnan(agg_bf16_to_float(0x7fc0)));
-    assert_true(isnan(agg_bf16_to_float(0x7f81)));
-}
-
-/*
- * Every 16-bit pattern: to float and back is the identity (NaN stays NaN), to
- * float matches sign * man * 2^exp, and for every finite pair of neighbours
- * the exact midpoint rounds to the even one while its float neighbours round
- * to the nearer one.
- */
-static void check_exhaustive(int bf16)
-{
-    int   man_bits = bf16 ? 7 : 10, bias = bf16 ? 127 : 15, emax = bf16 ? 255 : 31;
-    float (*to)(uint16_t)  = bf16 ? agg_bf16_to_float : agg_half_to_float;
-    uint16_t (*from)(float) = bf16 ? agg_float_to_bf16 : agg_float_to_half;
-    int (*is_nan)(uint16_t) = bf16 ? bf16_is_nan : half_is_nan;
-
-    for (uint32_t h = 0; h <= 0xffff; h++) {
-        uint16_t x = (uint16_t)h;
-        int      e = (x >> man_bits) & emax, m = x & ((1 << man_bits) - 1);
-        double   want;
-        if (e == emax) {
-            want = m ? NAN : INFINITY;
-        } else if (e == 0) {
-            want = ldexp(m, 1 - bias - man_bits);
-        } else {
-            want = ldexp(m + (1 << man_bits), e - bias - man_bits);
-        }
-        if (x & 0x8000) {
-            want = -want;
-        }
-        float f = to(x);
-        if (is_nan(x)) {
-            assert_true(isnan(f));
-            assert_true(is_nan(from(f)));
-            continue;
-        }
-        if ((double)f != want || !signbit(f) != !signbit(want)) {
-            fail_msg("%s 0x%04x -> %a, expected %a", bf16 ? "bf16" : "half", h, f, want);
-        }
-        if (from(f) != x) {
-            fail_msg("%s 0x%04x -> %a -> 0x%04x", bf16 ? "bf16" : "half", h, f, from(f));
-        }
-    }
-
-    uint16_t max_finite = (uint16_t)((emax << man_bits) - 1);
-    for (uint16_t lo = 0; lo < max_finite + 1; lo++) {
-        for (int neg = 0; neg < 2; neg++) {
-            uint16_t s = neg ? 0x8000 : 0;
-            double   a = fabs((double)to(lo)), b;
-            /* Past the largest finite value the next "neighbour" is 2^(emax-bias). */
-            b = lo == max_finite ? ldexp(1, emax - bias) : (double)to((uint16_t)(lo + 1));
-            float mid = (float)((a + b) / 2); /* exact: one more bit than the type */
-            assert_true((double)mid == (a + b) / 2);
-            if (neg) {
-                mid = -mid;
-            }
-            uint16_t even = (lo & 1) ? (uint16_t)(lo + 1) : lo;
-            uint16_t got  = from(mid);
-            if (got != (even | s)) {
-                fail_msg("%s tie %a -> 0x%04x, expected 0x%04x", bf16 ? "bf16" : "half",
-                         mid, got, even | s);
-            }
-            assert_int_equal(from(nextafterf(mid, 0)), lo | s);
-            assert_int_equal(from(nextafterf(mid, neg ? -INFINITY : INFINITY)),
-                             (uint16_t)(lo + 1) | s);
-        }
-    }
-}
-
-static void test_half_exhaustive(void **state)
-{
-    (void)state;
-    check_exhaustive(0);
-}
-
-static void test_bf16_exhaustive(void **state)
-{
-    (void)state;
-    check_exhaustive(1);
-}
-
-#ifdef __FLT16_MANT_DIG__
-/* The compiler's own conversions, where it has _Float16, as a second opinion. */
-static void test_half_vs_compiler(void **state)
-{
-    (void)state;
-    rng_state = 0xf16;
-    for (uint32_t n = 0; n < (1u << 20); n++) {
-        uint32_t bits = (uint32_t)rng_next();
-        if (n & 1) {
-            /* Bias towards the half range, where rounding decisions happen. */
-            bits = (bits & 0x807fffffu) | ((100u + (bits >> 23) % 45u) << 23);
-        }
-        float    f = bits_f32(bits);
-        _Float16 c = (_Float16)f;
-        uint16_t want;
-        memcpy(&want, &c, 2);
-        uint16_t got = agg_float_to_half(f);
-        if (isnan(f)) {
-            assert_true(half_is_nan(got));
-        } else if (got != want) {
-            fail_msg("%a (0x%08x): got 0x%04x, compiler says 0x%04x", f, bits, got, want);
-        }
-    }
-}
-#endif
-
 #define REDUCE_TEST(_i, _name)                                                \
     { .name = "reduce_" #_name, .test_func = test_reduce_dtype,               \
       .initial_state = (void *)&dtype_cases[_i] }
@@ -664,13 +515,6 @@ int main(void)
         cmocka_unit_test(test_support_matrix),
         cmocka_unit_test(test_integer_wraps),
         cmocka_unit_test(test_float_minmax_nan),
-        cmocka_unit_test(test_half_pinned),
-        cmocka_unit_test(test_bf16_pinned),
-        cmocka_unit_test(test_half_exhaustive),
-        cmocka_unit_test(test_bf16_exhaustive),
-#ifdef __FLT16_MANT_DIG__
-        cmocka_unit_test(test_half_vs_compiler),
-#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,8 @@ typedef enum agg_status {
     AGG_ERR_GROUP_ID          = -303,
     AGG_ERR_NO_TREE           = -304,
     AGG_ERR_GROUP_JOIN        = -305,
+    AGG_ERR_SAT_LOCK_BUSY     = -306, /* another group streams on a switch: retry */
+    AGG_ERR_SAT_UNAVAILABLE   = -307, /* no SAT group for this communicator */
 
     AGG_ERR_DATA_MISMATCH     = -400, /* members disagree on op/type/count */
     AGG_ERR_BAD_FRAGMENT      = -401,

@@ -7,9 +7,12 @@
  * below are the exact wire layout (naturally aligned, no padding) and are
  * converted with agg_wire_* functions. Strings are fixed-size, NUL-padded.
  *
- * The data path is shared memory on one host: a group segment created by
- * switchsim holds every member's send slots and the group's result slots.
- * Its fields are in host byte order (both ends share the machine).
+ * Variable parts follow a fixed part and are counted in it; a receiver checks
+ * every count against the body length before it reads an element.
+ *
+ * The data path is shared memory on one host, laid out in agg/dp.h
+ * (included at the end): segments created by switchsim, in host byte order.
+ * Members learn where to attach from the endpoints in GROUP_CREATE_REPLY.
  *
  * tests/unit/test_wire.c pins every size and offset.
  */
@@ -21,7 +24,7 @@
 #include "agg/status.h"
 
 #define AGG_WIRE_MAGIC    0x4147474du /* "AGGM" */
-#define AGG_WIRE_VERSION  1
+#define AGG_WIRE_VERSION  2
 #define AGG_WIRE_MAX_BODY (1u << 20)   /* larger bodies are a protocol error */
 #define AGG_WIRE_NAME_LEN 64
 
@@ -85,8 +88,9 @@ typedef struct agg_msg_sim_register {
     uint32_t an_osts;            /* capacity of each hosted node */
     uint32_t an_payload_per_ost;
     uint32_t an_max_groups;
+    uint32_t an_sat_flows;       /* SAT groups a node serves at once */
+    uint32_t workers;            /* reduction threads */
     char     host[AGG_WIRE_NAME_LEN];
-    char     bell_shm[AGG_WIRE_NAME_LEN]; /* the doorbell segment ranks map */
 } agg_msg_sim_register_t;
 
 typedef struct agg_msg_sim_register_reply {
@@ -101,13 +105,37 @@ typedef struct agg_wire_switch {
     char     desc[AGG_WIRE_NAME_LEN];
 } agg_wire_switch_t;
 
+/*
+ * Where a member reaches its leaf aggregation node: a transport and an
+ * address only that transport reads (for AGG_TL_SHM: the group segment's
+ * name, then the host segment's, NUL-terminated). Carried per member, so a
+ * group can span transports and hosts.
+ */
+typedef enum agg_tl_type {
+    AGG_TL_SHM = 1, /* shared memory with a switchsim on this host */
+} agg_tl_type_t;
+
+#define AGG_WIRE_EP_ADDR_LEN (2 * AGG_WIRE_NAME_LEN)
+
+typedef struct agg_wire_endpoint {
+    uint32_t transport;          /* agg_tl_type_t */
+    uint32_t length;             /* bytes of addr in use */
+    uint8_t  addr[AGG_WIRE_EP_ADDR_LEN];
+} agg_wire_endpoint_t;
+
+/* Group config flags (also in GROUP_CREATE) */
+#define AGG_GROUP_F_SAT          0x01u /* GROUP_CREATE: a SAT group too */
+#define AGG_GROUP_F_REPRODUCIBLE 0x02u /* nodes combine children in a fixed order */
+
 typedef struct agg_msg_group_config {
     uint32_t group_id;
     uint32_t job_id;
     uint32_t num_members;
     uint32_t num_nodes;          /* tree nodes, parents first, root at 0 */
-    uint32_t osts;
-    uint32_t payload_per_ost;
+    uint32_t osts;               /* fragments a member may have in flight */
+    uint32_t payload;            /* bytes per fragment (LLT) or chunk (SAT) */
+    uint32_t tree;               /* agg_tree_type_t */
+    uint32_t flags;              /* AGG_GROUP_F_REPRODUCIBLE */
     /* followed by num_nodes agg_wire_tree_node_t, then num_members agg_wire_member_t */
 } agg_msg_group_config_t;
 
@@ -122,15 +150,23 @@ typedef struct agg_wire_member {
 } agg_wire_member_t;
 
 typedef struct agg_msg_group_config_reply {
-    int32_t  status;
-    uint32_t group_id;
-    char     shm_name[AGG_WIRE_NAME_LEN];
+    int32_t             status;
+    uint32_t            group_id;
+    uint32_t            tree;
+    uint32_t            reserved;
+    agg_wire_endpoint_t endpoint; /* where the members attach */
 } agg_msg_group_config_reply_t;
 
 typedef struct agg_msg_group_ref {
     uint32_t job_id;
     uint32_t group_id;
+    uint32_t tree;               /* GROUP_TEARDOWN: which tree's part */
+    uint32_t reserved;
 } agg_msg_group_ref_t;
+
+/* Job flags */
+#define AGG_JOB_F_SAT    0x01u /* build the paired SAT trees too */
+#define AGG_JOB_F_SPREAD 0x02u /* spread ranks over leaf switches (default: packed) */
 
 typedef struct agg_msg_job_create {
     uint64_t job_key;            /* random, drawn by rank 0, same on every rank */
@@ -140,7 +176,12 @@ typedef struct agg_msg_job_create {
     uint32_t quota_payload_per_ost; /* 0 = node default */
     uint32_t quota_max_groups;   /* 0 = default share */
     uint32_t osts_per_group;
-    char     host[AGG_WIRE_NAME_LEN];
+    uint32_t flags;              /* AGG_JOB_F_* */
+    uint32_t num_hosts;          /* distinct hosts of the job's ranks */
+    char     host[AGG_WIRE_NAME_LEN];   /* rank 0's host */
+    char     device[AGG_WIRE_NAME_LEN]; /* adapters to use (HCOLL_MAIN_IB device), "" any */
+    /* followed by num_hosts host names (AGG_WIRE_NAME_LEN bytes each), then
+       world_size uint32_t: each world rank's index into them */
 } agg_msg_job_create_t;
 
 typedef struct agg_msg_job_create_reply {
@@ -153,6 +194,8 @@ typedef struct agg_msg_job_create_reply {
     uint32_t payload_per_ost;
     uint32_t max_groups;
     uint64_t root_guid;
+    uint32_t sat_tree_id;        /* the paired SAT tree; 0 when the job has none */
+    uint32_t sat_flows;          /* SAT groups each of its nodes serves at once */
 } agg_msg_job_create_reply_t;
 
 typedef struct agg_msg_job_ref {
@@ -163,102 +206,65 @@ typedef struct agg_msg_job_ref {
 typedef struct agg_msg_group_create {
     uint32_t job_id;
     uint32_t num_members;        /* followed by num_members uint32_t world ranks */
-    uint32_t osts;               /* OSTs the group asks for */
-    uint32_t reserved;
+    uint32_t osts;               /* LLT OSTs the group asks for */
+    uint32_t flags;              /* AGG_GROUP_F_* */
+    uint32_t sat_osts;           /* SAT chunks in flight */
+    uint32_t sat_payload;        /* SAT chunk bytes */
 } agg_msg_group_create_t;
 
+/*
+ * The reply: a header, then num_trees (LLT first, then SAT when asked for)
+ * blocks of one agg_wire_group_tree_t, its num_endpoints agg_wire_endpoint_t
+ * and num_members agg_wire_member_ep_t (in member order). A tree whose status
+ * is not AGG_OK has no endpoints and no members.
+ */
 typedef struct agg_msg_group_create_reply {
     int32_t  status;
     uint32_t group_id;
-    uint32_t osts;
-    uint32_t payload_per_ost;
     uint32_t num_members;
-    uint32_t tree_depth;
-    uint32_t tree_nodes;
-    uint32_t reserved;
-    char     shm_name[AGG_WIRE_NAME_LEN];
-    char     bell_name[AGG_WIRE_NAME_LEN];
-    /* followed by num_members uint64_t leaf switch GUIDs, in member order */
+    uint32_t num_trees;
 } agg_msg_group_create_reply_t;
+
+typedef struct agg_wire_group_tree {
+    int32_t  status;             /* the SAT group may be refused while the LLT one stands */
+    uint32_t tree;               /* agg_tree_type_t */
+    uint32_t tree_id;
+    uint32_t osts;
+    uint32_t payload;
+    uint32_t depth;
+    uint32_t nodes;
+    uint32_t num_endpoints;
+    uint64_t root_guid;
+} agg_wire_group_tree_t;
+
+typedef struct agg_wire_member_ep {
+    uint32_t endpoint;           /* index into the tree's endpoints */
+    uint32_t channel;            /* the member's channel there */
+    uint64_t leaf_guid;          /* the switch its fragments enter */
+} agg_wire_member_ep_t;
 
 typedef struct agg_msg_stats_reply {
     int32_t  status;
     uint32_t groups;             /* groups configured now */
-    uint64_t fragments_in;       /* fragments received from ranks */
+    uint64_t fragments_in;       /* fragments and chunks received from ranks */
     uint64_t fragments_reduced;  /* reductions performed, all nodes */
     uint64_t results_out;        /* results returned to groups */
     uint64_t bytes_in;           /* payload bytes received from ranks */
     uint64_t errors;             /* malformed or mismatched fragments */
     uint64_t groups_total;       /* groups configured since start */
+    uint64_t llt_fragments_in;   /* of fragments_in, on LLT trees */
+    uint64_t sat_chunks_in;      /* of fragments_in, on SAT trees */
+    uint64_t sat_bytes_in;       /* of bytes_in, on SAT trees */
+    uint64_t duplicates;         /* contributions seen twice and ignored */
+    uint64_t locks_granted;      /* SAT lock requests granted */
+    uint64_t locks_busy;         /* SAT lock requests refused */
+    uint64_t zcopy_bytes;        /* bytes read/written straight in rank memory */
+    uint32_t sat_groups;         /* SAT groups configured now */
+    uint32_t workers;            /* reduction threads */
 } agg_msg_stats_reply_t;
 
-/* ---- shared-memory data path (host byte order) ---------------------- */
-
-#define AGG_SHM_GROUP_MAGIC 0x47475341u /* "ASGG" */
-#define AGG_SHM_BELL_MAGIC  0x4c424741u /* "AGBL" */
-#define AGG_SHM_VERSION     3
-#define AGG_CACHE_LINE      64
-
-/*
- * One fragment header, at the start of every send and result slot. `seq`
- * is written last (release) by the producer and read first (acquire) by the
- * consumer; 0 means empty.
- */
-typedef struct agg_frag_hdr {
-    uint32_t seq;
-    uint16_t op;     /* agg_op_t */
-    uint8_t  dtype;  /* agg_dtype_t */
-    uint8_t  flags;
-    uint32_t count;  /* elements in this fragment */
-    int32_t  status; /* result slots: AGG_OK or the error the tree saw */
-} agg_frag_hdr_t;
-
-/*
- * The doorbell segment, one per switchsim: ranks bump `doorbell` after
- * posting a fragment and wake switchsim only when it sleeps.
- */
-typedef struct agg_shm_bell {
-    uint32_t magic;
-    uint32_t version;
-    uint32_t doorbell;  /* futex word */
-    uint32_t sleeping;  /* switchsim is (about to be) in futex_wait */
-    uint8_t  pad[AGG_CACHE_LINE - 16];
-} agg_shm_bell_t;
-
-/*
- * A group segment: this header, then num_members channels, then osts
- * result slots. A channel is one cache line of counters followed by osts
- * send slots; a slot is an agg_frag_hdr_t padded to slot_stride bytes with
- * payload_per_ost bytes of data after the header.
- */
-typedef struct agg_shm_group {
-    uint32_t magic;
-    uint32_t version;
-    uint32_t group_id;
-    uint32_t num_members;
-    uint32_t osts;
-    uint32_t payload_per_ost;
-    uint32_t slot_stride;     /* bytes per slot, header included, cache-line multiple */
-    uint32_t channel_stride;  /* bytes per channel */
-    uint64_t channels_offset;
-    uint64_t results_offset;
-    uint64_t total_size;
-    uint32_t dead;            /* set by switchsim when the group is torn down */
-    uint32_t reserved;
-    /* second line: written on the data path, kept off the read-mostly line */
-    uint32_t waiters;         /* ranks asleep on result_gen */
-    uint32_t result_gen;      /* futex word: bumped after results were published */
-    uint8_t  pad[AGG_CACHE_LINE - 8];
-} agg_shm_group_t;
-
-typedef struct agg_shm_channel {
-    uint32_t posted;    /* fragments posted by the member, ever */
-    uint32_t reserved;
-    uint64_t leaf_guid; /* the aggregation node this member's fragments enter */
-    uint8_t  pad[AGG_CACHE_LINE - 16];
-} agg_shm_channel_t;
-
-#define AGG_FRAG_HDR_SIZE AGG_CACHE_LINE /* payload starts one cache line in */
+/* The shared-memory part of the wire format, and the engine on it. */
+#include "agg/dp.h"
 
 /* ---- encoding -------------------------------------------------------- */
 
@@ -272,20 +278,23 @@ typedef struct agg_shm_channel {
 #define AGG_FMT_STATUS             "l"
 #define AGG_FMT_HELLO              "lls"
 #define AGG_FMT_HELLO_REPLY        "llll"
-#define AGG_FMT_SIM_REGISTER       "llllss"
+#define AGG_FMT_SIM_REGISTER       "lllllls"
 #define AGG_FMT_SIM_REGISTER_REPLY "llll"
 #define AGG_FMT_SWITCH             "qs"
-#define AGG_FMT_GROUP_CONFIG       "llllll"
+#define AGG_FMT_ENDPOINT           "llss"
+#define AGG_FMT_GROUP_CONFIG       "llllllll"
 #define AGG_FMT_TREE_NODE          "qll"
 #define AGG_FMT_MEMBER             "l"
-#define AGG_FMT_GROUP_CONFIG_REPLY "lls"
-#define AGG_FMT_GROUP_REF          "ll"
-#define AGG_FMT_JOB_CREATE         "qlllllls"
-#define AGG_FMT_JOB_CREATE_REPLY   "llllllllq"
+#define AGG_FMT_GROUP_CONFIG_REPLY "llllllss"
+#define AGG_FMT_GROUP_REF          "llll"
+#define AGG_FMT_JOB_CREATE         "qllllllllss"
+#define AGG_FMT_JOB_CREATE_REPLY   "llllllllqll"
 #define AGG_FMT_JOB_REF            "ll"
-#define AGG_FMT_GROUP_CREATE       "llll"
-#define AGG_FMT_GROUP_CREATE_REPLY "llllllllss"
-#define AGG_FMT_STATS_REPLY        "llqqqqqq"
+#define AGG_FMT_GROUP_CREATE       "llllll"
+#define AGG_FMT_GROUP_CREATE_REPLY "llll"
+#define AGG_FMT_GROUP_TREE         "llllllllq"
+#define AGG_FMT_MEMBER_EP          "llq"
+#define AGG_FMT_STATS_REPLY        "llqqqqqqqqqqqqqll"
 
 /* Bytes a layout covers. */
 size_t agg_wire_fmt_size(const char *fmt);
@@ -307,5 +316,11 @@ void agg_wire_hdr_encode(agg_msg_hdr_t *out, uint16_t type, uint32_t length,
 agg_status_t agg_wire_hdr_decode(agg_msg_hdr_t *hdr);
 
 const char *agg_msg_type_name(unsigned type);
+
+/*
+ * Writes switchsim's counters (a STATS_REPLY in host order) as "name value"
+ * lines: the format of switchsim's --stats-file and of agg_info -S.
+ */
+void agg_wire_stats_print(const agg_msg_stats_reply_t *s, void *file);
 
 #endif

@@ -22,11 +22,26 @@ typedef enum agg_conf_id {
     AGG_CONF_OSTS_PER_GROUP,       /* SHARP_COLL_OSTS_PER_GROUP */
     AGG_CONF_ENABLE_SAT,           /* SHARP_COLL_ENABLE_SAT */
     AGG_CONF_SAT_THRESHOLD,        /* SHARP_COLL_SAT_THRESHOLD */
+    AGG_CONF_SAT_LOCK_BATCH_SIZE,  /* SHARP_COLL_SAT_LOCK_BATCH_SIZE, 0 = unlimited */
+    AGG_CONF_LOCK_ON_COMM_INIT,    /* SHARP_COLL_LOCK_ON_COMM_INIT */
+    AGG_CONF_SAT_LOCK_RETRIES,     /* AGG_SAT_LOCK_RETRIES */
+    AGG_CONF_SAT_LOCK_RETRY_US,    /* AGG_SAT_LOCK_RETRY_US */
+    AGG_CONF_PIPELINE_DEPTH,       /* SHARP_COLL_PIPELINE_DEPTH: SAT chunks in flight */
+    AGG_CONF_SAT_CHUNK,            /* AGG_SAT_CHUNK_SIZE */
+    AGG_CONF_SAT_ZCOPY,            /* AGG_SAT_ZCOPY */
+    AGG_CONF_RANK_PROGRESS,        /* AGG_RANK_PROGRESS */
+    AGG_CONF_REPRODUCIBLE,         /* AGG_REPRODUCIBLE */
+    AGG_CONF_PLACEMENT,            /* AGG_PLACEMENT packed|spread */
     AGG_CONF_COLL_TIMEOUT_MS,      /* AGG_COLL_TIMEOUT_MS */
     /* hcoll_shim (HCOLL role) */
     AGG_CONF_HCOLL_ENABLE_SHARP,   /* HCOLL_ENABLE_SHARP 0..4 */
     AGG_CONF_HCOLL_SHARP_NP,       /* HCOLL_SHARP_NP */
     AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX, /* HCOLL_ALLREDUCE_SHARP_MAX, 0 = no limit */
+    AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG, /* HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG */
+    AGG_CONF_HCOLL_ZCOPY_TUNE,     /* HCOLL_ALLREDUCE_ZCOPY_TUNE static|dynamic */
+    AGG_CONF_HCOLL_SBGP,           /* HCOLL_SBGP */
+    AGG_CONF_HCOLL_BCOL,           /* HCOLL_BCOL */
+    AGG_CONF_HCOLL_MAIN_IB,        /* HCOLL_MAIN_IB device:port */
     /* aggmgr */
     AGG_CONF_AM_TOPOLOGY,          /* AGG_AM_TOPOLOGY ibnetdiscover file, "" = built-in fat tree */
     AGG_CONF_AM_FAT_TREE_LEAVES,
@@ -37,6 +52,10 @@ typedef enum agg_conf_id {
     AGG_CONF_AN_OSTS,              /* OSTs per aggregation node */
     AGG_CONF_AN_PAYLOAD_PER_OST,   /* default (and largest) payload per OST of an AN */
     AGG_CONF_AN_MAX_GROUPS,        /* groups per aggregation node */
+    AGG_CONF_AN_SAT_FLOWS,         /* SAT groups an aggregation node serves at once */
+    AGG_CONF_AN_BUFFER_MB,         /* accumulator memory of an aggregation node */
+    /* switchsim */
+    AGG_CONF_SIM_WORKERS,          /* AGG_SIM_WORKERS reduction threads, 0 = one per core */
     AGG_CONF__COUNT
 } agg_conf_id_t;
 
@@ -45,6 +64,7 @@ typedef enum agg_conf_type {
     AGG_CONF_T_BOOL,   /* 0/1, also accepts y/n, yes/no, true/false, on/off */
     AGG_CONF_T_STRING, /* free text */
     AGG_CONF_T_ADDR,   /* host:port, port 0..65535 */
+    AGG_CONF_T_ENUM,   /* one of the words in `choices`; i is its index */
 } agg_conf_type_t;
 
 /* Which programs read a setting (a bit mask); the dump groups by it. */
@@ -68,6 +88,7 @@ typedef struct agg_conf_row {
     const char     *defval;     /* default, as a string */
     agg_conf_type_t type;
     long long       min, max;   /* for AGG_CONF_T_INT */
+    const char     *choices;    /* for AGG_CONF_T_ENUM: "word|word|...", case-insensitive */
     unsigned        scope;
     unsigned        flags;
     const char     *doc;
@@ -155,6 +176,15 @@ int agg_conf_check_env(char *const *envp, void (*warn)(const char *msg, void *ar
  * value, where it came from, and its doc (with range and default).
  */
 void agg_conf_dump(const agg_conf_t *conf, unsigned scope_mask, FILE *out);
+
+/*
+ * Connects to the aggregation manager at the am_addr setting within the
+ * connect timeout; with retry_ms > 0 keeps trying that long (the manager may
+ * still be starting). On failure returns AGG_ERR_SESSION_INIT and writes
+ * into err what was tried and what to check.
+ */
+agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char *err,
+                            size_t errlen);
 
 /*
  * Splits an AGG_CONF_T_ADDR value ("host:port" or "[v6addr]:port") into host

@@ -53,7 +53,14 @@ typedef struct agg_caps {
     uint32_t max_groups;
     uint32_t osts_per_group;
     uint32_t tree_depth;
+    uint32_t features;        /* AGG_FEATURE_* */
+    uint32_t sat_chunk;       /* bytes per SAT chunk */
 } agg_caps_t;
+
+#define AGG_FEATURE_LLT          0x1u
+#define AGG_FEATURE_REPRODUCIBLE 0x2u
+#define AGG_FEATURE_SAT          0x4u /* the job has SAT trees */
+#define AGG_FEATURE_SAT_LOCK     0x8u /* exclusive SAT lock per switch */
 
 typedef struct agg_comm_spec {
     int             rank;        /* in the communicator */
@@ -62,13 +69,44 @@ typedef struct agg_comm_spec {
     void           *oob_ctx;     /* the context's oob callbacks run on this */
 } agg_comm_spec_t;
 
+/* Where a buffer lives. */
+typedef enum agg_mem_type {
+    AGG_MEM_HOST = 0,
+    AGG_MEM_CUDA = 1,   /* not supported by this build: AGG_ERR_NOT_SUPPORTED */
+    AGG_MEM_ROCM = 2,
+} agg_mem_type_t;
+
+/* Which tree an operation uses (SHARP's aggregation mode). */
+typedef enum agg_aggr_mode {
+    AGG_AGGR_AUTO = 0, /* SAT from sat_threshold bytes when enabled and available, else LLT */
+    AGG_AGGR_LLT  = 1, /* the low-latency tree, pipelined in fragments ("datagram") */
+    AGG_AGGR_SAT  = 2, /* streaming; AGG_ERR_SAT_UNAVAILABLE / _LOCK_BUSY when it cannot */
+} agg_aggr_mode_t;
+
+/*
+ * One reduction. Zero-initialise it: the fields after `op` default to host
+ * memory and the automatic choice of tree.
+ */
 typedef struct agg_reduce_spec {
-    const void *sbuf;   /* may equal rbuf (in place) */
-    void       *rbuf;
-    size_t      count;  /* elements */
-    agg_dtype_t dtype;
-    agg_op_t    op;
+    const void     *sbuf;   /* may equal rbuf (in place) */
+    void           *rbuf;
+    size_t          count;  /* elements */
+    agg_dtype_t     dtype;
+    agg_op_t        op;
+    agg_mem_type_t  sbuf_mem;
+    agg_mem_type_t  rbuf_mem;
+    agg_aggr_mode_t mode;
 } agg_reduce_spec_t;
+
+/* A collective in flight (agg_iallreduce); test, wait and free it. */
+typedef struct agg_request agg_request_t;
+
+/* How a request went (agg_request_info): for logs and counters. */
+typedef struct agg_request_info {
+    agg_aggr_mode_t tree;    /* AGG_AGGR_LLT or AGG_AGGR_SAT: the tree that carried it */
+    agg_status_t    why_llt; /* a SAT request that went to the LLT: why; else AGG_OK */
+    size_t          fragments;
+} agg_request_info_t;
 
 /*
  * Creates the job: rank 0 connects to aggmgr (AGG_AM_ADDR) and creates it,
@@ -104,11 +142,44 @@ AGG_API agg_status_t agg_comm_destroy(agg_comm_t *comm);
 AGG_API void agg_comm_abandon(agg_comm_t *comm);
 
 /*
- * Blocking allreduce through the aggregation tree. The buffer is cut into
- * fragments of the job's payload per OST, never more in flight than the
- * group's OSTs. Supported: agg_reduce_fn(dtype, op) != NULL.
+ * Blocking allreduce through the aggregation tree: agg_iallreduce, then
+ * agg_request_wait. Supported: agg_reduce_fn(dtype, op) != NULL.
  */
 AGG_API agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec);
+
+/*
+ * Starts an allreduce and returns at once with a request. Requests on a
+ * communicator share its window of fragments in flight and may be completed
+ * (tested, waited for) in any order; every member posts them in the same
+ * order. The buffers belong to the request until it completes.
+ */
+AGG_API agg_status_t agg_iallreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                    agg_request_t **req);
+
+/*
+ * Drives the request's communicator, never blocking. AGG_OK: complete and
+ * right; AGG_INPROGRESS: not yet; an error: complete and failed (the
+ * communicator stays usable for the next ones).
+ */
+AGG_API agg_status_t agg_request_test(agg_request_t *req);
+
+/* Drives until the request completes or coll_timeout_ms pass with no progress. */
+AGG_API agg_status_t agg_request_wait(agg_request_t *req);
+
+/*
+ * Lets go of a request. One still in flight completes in the background (its
+ * result is still written to rbuf); its buffers must stay valid until then.
+ */
+AGG_API void agg_request_free(agg_request_t *req);
+
+/* Which tree carried a request, and why a SAT one went to the LLT. */
+AGG_API void agg_request_info(const agg_request_t *req, agg_request_info_t *info);
+
+/* Drives every request of the communicator once; returns how many steps were made. */
+AGG_API unsigned agg_comm_progress(agg_comm_t *comm);
+
+/* Whether the communicator has a SAT group (SHARP_COLL_ENABLE_SAT and a SAT flow). */
+AGG_API int agg_comm_has_sat(const agg_comm_t *comm);
 
 /* Fragments this process has sent through the tree since the context began. */
 AGG_API uint64_t agg_context_fragments_sent(const agg_context_t *ctx);

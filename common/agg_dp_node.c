@@ -1,0 +1,599 @@
+/*
+ * The aggregation-node engine (agg/dp.h): a child's contribution goes into a
+ * node slot under the slot's lock, and the child that completes a node moves
+ * the fragment on: to the parent through the node's up port, or, at the
+ * root, into the result every member reads. Any process mapping the segment
+ * runs this code: switchsim's workers and the member ranks themselves.
+ *
+ * Nothing here allocates, logs or makes a system call on the way of a
+ * fragment, except futex wake-ups when somebody sleeps and the
+ * process_vm_readv/writev of zero-copy chunks.
+ */
+#include "agg/dp.h"
+
+#include <string.h>
+#include <sys/uio.h>
+
+#include "agg/reduce.h"
+#include "agg/wait.h"
+
+static inline uint64_t *agg__dp_seen(const agg_dp_seg_t *s, const agg_dp_node_t *node,
+                                     agg_dp_slot_t *slot, uint64_t n)
+{
+    if (node->bitmap_words == 0) {
+        return &slot->seen;
+    }
+    return (uint64_t *)((uint8_t *)s + node->bitmap_off) +
+           (size_t)agg_seq_slot(n, s->num_slots) * node->bitmap_words;
+}
+
+void agg_dp_wake_members(agg_dp_seg_t *s)
+{
+    agg_wait_wake(&s->result_gen, &s->sleepers);
+}
+
+static void agg__dp_ring(agg_dp_host_t *host)
+{
+    if (host != NULL) {
+        agg_wait_wake(&host->doorbell, &host->sleeping);
+    }
+}
+
+/*
+ * Releases a slot with `pushed` children in it. A member whose push found
+ * the slot busy may be asleep by now waiting for a result that needs its
+ * push: wake it (only costs a load when nobody sleeps).
+ */
+static void agg__dp_unlock(agg_dp_seg_t *s, agg_dp_slot_t *slot, uint32_t pushed)
+{
+    __atomic_store_n(&slot->state, pushed, __ATOMIC_SEQ_CST);
+    agg_dp_wake_members(s);
+}
+
+/*
+ * Ready for the next use: nothing seen, nothing pushed, unlocked. A node
+ * below the top records the fragment as done (so a late copy of it is
+ * recognised); node 0 of a segment whose parent is elsewhere does not: its
+ * `done` is what members read, and only the result coming down sets it.
+ */
+static void agg__dp_reset(agg_dp_seg_t *s, const agg_dp_node_t *node, agg_dp_slot_t *slot)
+{
+    uint64_t *seen = agg__dp_seen(s, node, slot, slot->cur);
+
+    memset(seen, 0, (node->bitmap_words ? node->bitmap_words : 1) * sizeof(uint64_t));
+    if (node->up == AGG_DP_UP_LOCAL) {
+        __atomic_store_n(&slot->done, slot->cur, __ATOMIC_RELAXED);
+    }
+    slot->flags = 0;
+    agg__dp_unlock(s, slot, 0);
+}
+
+/* ---- combining ---------------------------------------------------------- */
+
+/* Reads `bytes` at raddr of process pid into buf (process_vm_readv). */
+static agg_status_t agg__dp_cma_read(uint32_t pid, uint64_t raddr, void *buf, size_t bytes)
+{
+    while (bytes > 0) {
+        struct iovec local = {buf, bytes}, remote = {(void *)(uintptr_t)raddr, bytes};
+        ssize_t got = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+
+        if (got <= 0) {
+            return AGG_ERR_IO;
+        }
+        buf    = (uint8_t *)buf + got;
+        raddr += (uint64_t)got;
+        bytes -= (size_t)got;
+    }
+    return AGG_OK;
+}
+
+static agg_status_t agg__dp_cma_write(uint32_t pid, uint64_t raddr, const void *buf,
+                                      size_t bytes)
+{
+    while (bytes > 0) {
+        struct iovec local = {(void *)buf, bytes}, remote = {(void *)(uintptr_t)raddr, bytes};
+        ssize_t put = process_vm_writev((pid_t)pid, &local, 1, &remote, 1, 0);
+
+        if (put <= 0) {
+            return AGG_ERR_IO;
+        }
+        buf    = (const uint8_t *)buf + put;
+        raddr += (uint64_t)put;
+        bytes -= (size_t)put;
+    }
+    return AGG_OK;
+}
+
+/*
+ * A contribution that stays in the rank's memory: read it in scratch-sized
+ * pieces and combine each (straight into the accumulator when it is the
+ * first one and needs no widening).
+ */
+static agg_status_t agg__dp_combine_remote(void *acc, const agg_dp_contrib_t *c, int first,
+                                           agg_dp_driver_t *drv)
+{
+    size_t esize = agg_dtype_size(c->dtype), asize = agg_dtype_acc_size(c->dtype);
+    size_t per, done = 0, k;
+    agg_status_t st;
+
+    if (first && esize == asize) {
+        st = agg__dp_cma_read(c->pid, c->raddr, acc, (size_t)c->count * esize);
+        agg_dp_count(&drv->ctr->zcopy_bytes, st == AGG_OK ? (uint64_t)c->count * esize : 0);
+        return st;
+    }
+    per = drv->scratch_size / esize;
+    if (drv->scratch == NULL || per == 0) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    while (done < c->count) {
+        k  = c->count - done < per ? c->count - done : per;
+        st = agg__dp_cma_read(c->pid, c->raddr + done * esize, drv->scratch, k * esize);
+        if (st != AGG_OK) {
+            return st;
+        }
+        if (first) {
+            agg_widen_fn(c->dtype)((uint8_t *)acc + done * asize, drv->scratch, k);
+        } else {
+            agg_reduce_acc_fn(c->dtype, c->op)((uint8_t *)acc + done * asize, drv->scratch, k);
+        }
+        done += k;
+    }
+    agg_dp_count(&drv->ctr->zcopy_bytes, (uint64_t)c->count * esize);
+    return AGG_OK;
+}
+
+static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t *c,
+                                    int first, agg_dp_driver_t *drv)
+{
+    void *acc = agg_dp_acc(slot);
+    int accdt = agg_dtype_acc(c->dtype);
+
+    if (c->data == NULL) {
+        return agg__dp_combine_remote(acc, c, first, drv);
+    }
+    if (c->in_acc) {
+        if (first) {
+            memcpy(acc, c->data, (size_t)c->count * agg_dtype_size(accdt));
+        } else {
+            agg_reduce_fn(accdt, c->op)(acc, c->data, c->count);
+        }
+    } else if (first) {
+        agg_widen_fn(c->dtype)(acc, c->data, c->count);
+    } else {
+        agg_reduce_acc_fn(c->dtype, c->op)(acc, c->data, c->count);
+    }
+    return AGG_OK;
+}
+
+/* Is a contribution something this segment's nodes can take at all? */
+static int agg__dp_valid(const agg_dp_seg_t *s, const agg_dp_contrib_t *c)
+{
+    if (c->kind >= AGG_DP_KIND__COUNT) {
+        return 0;
+    }
+    if (c->kind != AGG_DP_KIND_DATA || c->count == 0 || c->status != AGG_OK) {
+        return 1;
+    }
+    return agg_reduce_acc_fn(c->dtype, c->op) != NULL &&
+           (uint64_t)c->count * agg_dtype_size(c->dtype) <= s->payload;
+}
+
+/* ---- the SAT lock ------------------------------------------------------- */
+
+/*
+ * Takes the SAT lock of every switch of this segment for the group, all or
+ * nothing: a switch streams for one group at a time.
+ */
+static agg_status_t agg__dp_lock(agg_dp_view_t *v, agg_dp_driver_t *drv)
+{
+    agg_dp_seg_t *s = v->seg;
+    uint32_t i, j, gid = s->group_id, free_val;
+
+    if (v->host == NULL) {
+        agg_dp_count(&drv->ctr->locks_granted, 1);
+        return AGG_OK;
+    }
+    for (i = 0; i < s->num_nodes; ++i) {
+        agg_dp_an_t *an = agg_dp_host_an(v->host, agg_dp_node(s, i)->an);
+
+        free_val = 0;
+        if (!__atomic_compare_exchange_n(&an->sat_lock, &free_val, gid, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE) && free_val != gid) {
+            for (j = 0; j < i; ++j) {
+                uint32_t mine = gid;
+                __atomic_compare_exchange_n(&agg_dp_host_an(v->host,
+                                                            agg_dp_node(s, j)->an)->sat_lock,
+                                            &mine, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+            }
+            agg_dp_count(&drv->ctr->locks_busy, 1);
+            return AGG_ERR_SAT_LOCK_BUSY;
+        }
+        agg_dp_count(&an->sat_lock_taken, 1);
+    }
+    agg_dp_count(&drv->ctr->locks_granted, 1);
+    return AGG_OK;
+}
+
+static void agg__dp_unlock_sat(agg_dp_view_t *v)
+{
+    agg_dp_seg_t *s = v->seg;
+    uint32_t i;
+
+    for (i = 0; v->host != NULL && i < s->num_nodes; ++i) {
+        uint32_t mine = s->group_id;
+        __atomic_compare_exchange_n(&agg_dp_host_an(v->host, agg_dp_node(s, i)->an)->sat_lock,
+                                    &mine, 0, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    }
+}
+
+/* Lock requests pass every segment's top on the way up; each takes its own switches. */
+static void agg__dp_lock_step(agg_dp_view_t *v, agg_dp_slot_t *slot, agg_dp_driver_t *drv)
+{
+    if (slot->status != AGG_OK) {
+        return;
+    }
+    if (slot->kind == AGG_DP_KIND_LOCK) {
+        slot->status = agg__dp_lock(v, drv);
+    } else if (slot->kind == AGG_DP_KIND_UNLOCK) {
+        agg__dp_unlock_sat(v);
+    }
+}
+
+/* ---- completing a node -------------------------------------------------- */
+
+static agg_status_t agg__dp_forward(agg_dp_view_t *v, const agg_dp_node_t *node,
+                                    agg_dp_slot_t *slot, agg_dp_driver_t *drv)
+{
+    agg_dp_contrib_t c = {
+        .n      = slot->cur,
+        .count  = slot->count,
+        .op     = slot->op,
+        .dtype  = slot->dtype,
+        .kind   = slot->kind,
+        .status = slot->status,
+        .data   = agg_dp_acc(slot),
+        .in_acc = 1,
+    };
+    agg_dp_view_t *peer;
+    agg_dp_port_t *port;
+
+    if (node->up == AGG_DP_UP_LOCAL) {
+        return agg_dp_push(v, (uint32_t)node->parent, node->position, &c, drv);
+    }
+    peer = v->peers != NULL ? v->peers[node->port] : NULL;
+    if (peer == NULL) {
+        /* this process does not map the parent's segment: switchsim does */
+        agg__dp_ring(v->host);
+        return AGG_INPROGRESS;
+    }
+    port = agg_dp_port(v->seg, node->port);
+    return agg_dp_push(peer, port->node, port->position, &c, drv);
+}
+
+/* Copies a published result into the child segments below this node. */
+static agg_status_t agg__dp_deliver_down(agg_dp_view_t *v, const agg_dp_node_t *node,
+                                         agg_dp_slot_t *slot)
+{
+    size_t bytes = (size_t)slot->count * agg_dtype_acc_size(slot->dtype);
+    uint32_t i;
+
+    for (i = 0; i < node->num_down; ++i) {
+        if (v->peers == NULL || v->peers[node->down_first + i] == NULL) {
+            return AGG_INPROGRESS;
+        }
+    }
+    for (i = 0; i < node->num_down; ++i) {
+        agg_dp_view_t *peer = v->peers[node->down_first + i];
+        agg_dp_port_t *port = agg_dp_port(v->seg, node->down_first + i);
+        agg_dp_slot_t *dst = agg_dp_slot(peer->seg, agg_dp_node(peer->seg, port->node),
+                                         slot->cur);
+
+        if (slot->status == AGG_OK && slot->kind == AGG_DP_KIND_DATA) {
+            memcpy(agg_dp_acc(dst), agg_dp_acc(slot), bytes);
+        }
+        /* a refused lock: the child segment gives back what it took on the way up */
+        if (slot->kind == AGG_DP_KIND_LOCK && slot->status != AGG_OK) {
+            agg__dp_unlock_sat(peer);
+        }
+        dst->status = slot->status;
+        dst->count  = slot->count;
+        dst->op     = slot->op;
+        dst->dtype  = slot->dtype;
+        dst->kind   = slot->kind;
+        __atomic_store_n(&dst->done, slot->cur, __ATOMIC_SEQ_CST);
+        agg_dp_wake_members(peer->seg);
+    }
+    return AGG_OK;
+}
+
+/*
+ * Zero-copy SAT: members that left their data in their own memory get the
+ * result written there too, rounded to the wire type on the way.
+ */
+static agg_status_t agg__dp_deliver_cma(agg_dp_view_t *v, agg_dp_slot_t *slot,
+                                        agg_dp_driver_t *drv)
+{
+    agg_dp_seg_t *s = v->seg;
+    size_t esize = agg_dtype_size(slot->dtype), asize = agg_dtype_acc_size(slot->dtype);
+    size_t per, done, k;
+    const uint8_t *acc = agg_dp_acc(slot);
+    agg_status_t st;
+    uint32_t m;
+
+    for (m = 0; m < s->num_members; ++m) {
+        agg_dp_frag_t *f = agg_dp_stage(s, m, slot->cur);
+
+        if (__atomic_load_n(&f->n, __ATOMIC_ACQUIRE) != slot->cur ||
+            !(f->flags & AGG_DP_FRAG_CMA)) {
+            continue;
+        }
+        if (esize == asize) {
+            st = agg__dp_cma_write(f->pid, f->dst, acc, (size_t)slot->count * esize);
+        } else {
+            per = drv->scratch_size / esize;
+            st  = per == 0 ? AGG_ERR_NO_MEMORY : AGG_OK;
+            for (done = 0; st == AGG_OK && done < slot->count; done += k) {
+                k = slot->count - done < per ? slot->count - done : per;
+                agg_narrow_fn(slot->dtype)(drv->scratch, acc + done * asize, k);
+                st = agg__dp_cma_write(f->pid, f->dst + done * esize, drv->scratch,
+                                       k * esize);
+            }
+        }
+        if (st != AGG_OK) {
+            agg_dp_count(&drv->ctr->errors, 1);
+            return st;
+        }
+        agg_dp_count(&drv->ctr->zcopy_bytes, (uint64_t)slot->count * esize);
+    }
+    return AGG_OK;
+}
+
+/* The root: lock requests are decided here, then the result is published. */
+static agg_status_t agg__dp_publish(agg_dp_view_t *v, const agg_dp_node_t *node,
+                                    agg_dp_slot_t *slot, agg_dp_driver_t *drv)
+{
+    if (!(slot->flags & AGG_DP_SLOT_PENDING)) {
+        agg__dp_lock_step(v, slot, drv);
+        if (slot->status == AGG_OK && slot->kind == AGG_DP_KIND_DATA &&
+            v->seg->tree == AGG_TREE_SAT) {
+            agg_status_t st = agg__dp_deliver_cma(v, slot, drv);
+
+            if (st != AGG_OK) {
+                slot->status = st;
+            }
+        }
+    }
+    if (node->num_down > 0 && agg__dp_deliver_down(v, node, slot) != AGG_OK) {
+        return AGG_INPROGRESS;
+    }
+    agg_dp_count(&drv->ctr->results_out, 1);
+    __atomic_store_n(&slot->done, slot->cur, __ATOMIC_SEQ_CST);
+    return AGG_OK;
+}
+
+/*
+ * Moves a complete slot on (the caller holds its lock). AGG_INPROGRESS: the
+ * parent was busy, or the way on goes through a segment this process does
+ * not map; the slot stays complete and marked, for agg_dp_progress.
+ */
+static agg_status_t agg__dp_move_on(agg_dp_view_t *v, const agg_dp_node_t *node,
+                                    agg_dp_slot_t *slot, agg_dp_driver_t *drv)
+{
+    if (node->up == AGG_DP_UP_ROOT) {
+        return agg__dp_publish(v, node, slot, drv);
+    }
+    if (node->up == AGG_DP_UP_SHM && !(slot->flags & AGG_DP_SLOT_PENDING)) {
+        agg__dp_lock_step(v, slot, drv);
+    }
+    return agg__dp_forward(v, node, slot, drv);
+}
+
+/* Another try for a slot left complete and marked; 1 when it moved on. */
+static int agg__dp_retry(agg_dp_view_t *v, const agg_dp_node_t *node, agg_dp_slot_t *slot,
+                         agg_dp_driver_t *drv)
+{
+    uint32_t st = node->expected;
+
+    if (!__atomic_compare_exchange_n(&slot->state, &st, node->expected | AGG_DP_SLOT_LOCKED,
+                                     0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    if (!(slot->flags & AGG_DP_SLOT_PENDING) ||
+        agg__dp_move_on(v, node, slot, drv) != AGG_OK) {
+        agg__dp_unlock(v->seg, slot, node->expected);
+        return 0;
+    }
+    agg__dp_reset(v->seg, node, slot);
+    return 1;
+}
+
+static void agg__dp_complete(agg_dp_view_t *v, const agg_dp_node_t *node,
+                             agg_dp_slot_t *slot, agg_dp_driver_t *drv)
+{
+    agg_dp_seg_t *s = v->seg;
+
+    if (agg__dp_move_on(v, node, slot, drv) == AGG_OK) {
+        agg__dp_reset(s, node, slot);
+        return;
+    }
+    slot->flags |= AGG_DP_SLOT_PENDING;
+    __atomic_fetch_add(&s->work_gen, 1, __ATOMIC_SEQ_CST);
+    agg__dp_unlock(s, slot, node->expected);
+    /* whoever held the parent may have let go between our try and the mark */
+    agg__dp_retry(v, node, slot, drv);
+}
+
+agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
+                         const agg_dp_contrib_t *c, agg_dp_driver_t *drv)
+{
+    agg_dp_seg_t *s = v->seg;
+    const agg_dp_node_t *node = agg_dp_node(s, node_idx);
+    agg_dp_slot_t *slot = agg_dp_slot(s, node, c->n);
+    uint32_t E = node->expected, st, pushed;
+    uint64_t *seen, bit = 1ull << (position % 64);
+    int repro = s->flags & AGG_DP_F_REPRODUCIBLE, first;
+
+    if (position >= E) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    st = __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
+    do {
+        if ((st & AGG_DP_SLOT_LOCKED) || st >= E || (repro && st != position)) {
+            return AGG_INPROGRESS;
+        }
+    } while (!__atomic_compare_exchange_n(&slot->state, &st, st | AGG_DP_SLOT_LOCKED, 0,
+                                          __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE));
+    pushed = st;
+    seen   = agg__dp_seen(s, node, slot, c->n) + position / 64;
+    /* seen already: in this use, or a late copy of a fragment completed here */
+    if ((pushed > 0 && (*seen & bit)) ||
+        (pushed == 0 && c->n == __atomic_load_n(&slot->done, __ATOMIC_RELAXED))) {
+        agg_dp_count(&drv->ctr->duplicates, 1);
+        agg__dp_unlock(s, slot, pushed);
+        return AGG_OK;
+    }
+    *seen |= bit;
+    first = pushed == 0;
+    if (first) {
+        slot->cur    = c->n;
+        slot->count  = c->count;
+        slot->op     = c->op;
+        slot->dtype  = c->dtype;
+        slot->kind   = c->kind;
+        slot->status = AGG_OK;
+        slot->flags  = 0;
+    } else if (slot->cur != c->n || slot->count != c->count || slot->op != c->op ||
+               slot->dtype != c->dtype || slot->kind != c->kind) {
+        if (slot->status == AGG_OK) {
+            slot->status = AGG_ERR_DATA_MISMATCH;
+            agg_dp_count(&drv->ctr->errors, 1);
+        }
+    }
+    if (slot->status == AGG_OK && c->status != AGG_OK) {
+        slot->status = c->status;
+    } else if (slot->status == AGG_OK && !agg__dp_valid(s, c)) {
+        slot->status = AGG_ERR_BAD_FRAGMENT;
+        agg_dp_count(&drv->ctr->errors, 1);
+    }
+    if (slot->status == AGG_OK && c->kind == AGG_DP_KIND_DATA && c->count > 0) {
+        agg_status_t rc = agg__dp_combine(slot, c, first, drv);
+
+        if (rc != AGG_OK) {
+            slot->status = rc;
+            agg_dp_count(&drv->ctr->errors, 1);
+        } else if (!first) {
+            agg_dp_count(&drv->ctr->reductions, 1);
+        }
+    }
+    if (++pushed < E) {
+        agg__dp_unlock(s, slot, pushed);
+    } else {
+        agg__dp_complete(v, node, slot, drv);
+    }
+    if (__atomic_load_n(&s->work_gen, __ATOMIC_SEQ_CST) != drv->work_seen) {
+        agg_dp_progress(v, drv);
+    }
+    return AGG_OK;
+}
+
+unsigned agg_dp_progress(agg_dp_view_t *v, agg_dp_driver_t *drv)
+{
+    agg_dp_seg_t *s = v->seg;
+    uint32_t gen = __atomic_load_n(&s->work_gen, __ATOMIC_SEQ_CST), i, k;
+    unsigned moved = 0, left = 0;
+
+    if (gen == drv->work_seen || drv->in_progress) {
+        return 0;
+    }
+    drv->in_progress = 1;
+    /* deepest nodes first: what they move on may complete their parents */
+    for (i = s->num_nodes; i-- > 0;) {
+        const agg_dp_node_t *node = agg_dp_node(s, i);
+
+        if (node->up == AGG_DP_UP_ROOT && node->num_down == 0) {
+            continue;
+        }
+        for (k = 0; k < s->num_slots; ++k) {
+            agg_dp_slot_t *slot = (agg_dp_slot_t *)((uint8_t *)s + node->slots_off +
+                                                    (size_t)k * s->slot_stride);
+
+            if ((__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) & ~AGG_DP_SLOT_LOCKED) !=
+                node->expected) {
+                continue;
+            }
+            if (agg__dp_retry(v, node, slot, drv)) {
+                moved++;
+            } else {
+                left++;
+            }
+        }
+    }
+    /* the generation counts as handled only once nothing is left waiting */
+    if (left == 0) {
+        drv->work_seen = gen;
+    }
+    drv->in_progress = 0;
+    return moved;
+}
+
+unsigned agg_dp_scan(agg_dp_view_t *v, uint32_t m, agg_dp_driver_t *drv)
+{
+    agg_dp_seg_t *s = v->seg;
+    agg_dp_chan_t *ch = agg_dp_chan(s, m);
+    const agg_dp_member_t *mem = agg_dp_member(s, m);
+    uint32_t unlocked = 0, k;
+    unsigned taken = 0;
+
+    if (!__atomic_compare_exchange_n(&ch->scan_lock, &unlocked, 1, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    for (k = 0; k < s->window; ++k) {
+        uint64_t n = ch->consumed + 1;
+        agg_dp_frag_t *f = agg_dp_stage(s, m, n);
+        agg_dp_contrib_t c;
+
+        if (__atomic_load_n(&f->n, __ATOMIC_ACQUIRE) != n) {
+            break;
+        }
+        c = (agg_dp_contrib_t){.n = n, .count = f->count, .op = f->op, .dtype = f->dtype,
+                               .kind = f->kind, .status = AGG_OK};
+        if (f->flags & AGG_DP_FRAG_FAILED) {
+            c.status = AGG_ERR_TIMEOUT;
+        } else if (f->flags & AGG_DP_FRAG_CMA) {
+            c.pid   = f->pid;
+            c.raddr = f->src;
+        } else {
+            c.data = agg_dp_frag_data(f);
+        }
+        if (agg_dp_push(v, mem->leaf, mem->position, &c, drv) != AGG_OK) {
+            break; /* the slot is busy: this channel waits for the next pass */
+        }
+        agg_dp_count_in(drv, s->tree, &c);
+        __atomic_store_n(&ch->consumed, n, __ATOMIC_RELEASE);
+        taken++;
+    }
+    __atomic_store_n(&ch->scan_lock, 0, __ATOMIC_RELEASE);
+    return taken;
+}
+
+void agg_dp_count_in(agg_dp_driver_t *drv, uint8_t tree, const agg_dp_contrib_t *c)
+{
+    uint64_t bytes = c->kind == AGG_DP_KIND_DATA ?
+                     (uint64_t)c->count * agg_dtype_size(c->dtype) : 0;
+
+    if (tree == AGG_TREE_SAT) {
+        agg_dp_count(&drv->ctr->sat_chunks_in, 1);
+        agg_dp_count(&drv->ctr->sat_bytes_in, bytes);
+    } else {
+        agg_dp_count(&drv->ctr->llt_fragments_in, 1);
+    }
+    agg_dp_count(&drv->ctr->bytes_in, bytes);
+}
+
+void agg_dp_copy_out(const agg_dp_slot_t *slot, void *dst)
+{
+    if (slot->kind == AGG_DP_KIND_DATA && slot->count > 0 && slot->status == AGG_OK) {
+        agg_narrow_fn(slot->dtype)(dst, agg_dp_acc((agg_dp_slot_t *)slot), slot->count);
+    }
+}

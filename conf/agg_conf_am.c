@@ -1,0 +1,41 @@
+/*
+ * The one way every program reaches the aggregation manager: the address
+ * from the settings, a bounded wait, and a message that says what to check.
+ */
+#include "agg/conf.h"
+
+#include <unistd.h>
+
+#include "agg/sock.h"
+
+agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char *err,
+                            size_t errlen)
+{
+    const char *addr = agg_conf_str(conf, AGG_CONF_AM_ADDR);
+    int timeout = (int)agg_conf_int(conf, AGG_CONF_CONNECT_TIMEOUT_MS);
+    int64_t deadline = agg_time_ms() + retry_ms;
+    char host[256];
+    int port;
+    agg_status_t st;
+
+    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK) {
+        agg_errf(err, errlen, "bad aggregation manager address '%s'; set AGG_AM_ADDR=host:port",
+                 addr);
+        return AGG_ERR_SESSION_INIT;
+    }
+    for (;;) {
+        st = agg_sock_connect(host, port, timeout, fd);
+        if (st == AGG_OK) {
+            return AGG_OK;
+        }
+        if (agg_time_ms() >= deadline) {
+            break;
+        }
+        usleep(20000);
+    }
+    agg_errf(err, errlen, "cannot connect to the aggregation manager at %s (%s); is aggmgr "
+             "running? Set AGG_AM_ADDR=host:port", addr,
+             st == AGG_ERR_TIMEOUT ? "timed out" : "connection refused");
+    *fd = -1;
+    return AGG_ERR_SESSION_INIT;
+}

@@ -1,0 +1,223 @@
+/*
+ * Non-blocking allreduces in the network, seen by the program as ordinary
+ * MPI requests: each is a generalized request (MPI_Grequest_start) that the
+ * shim completes when libagg's request completes. Nothing inside MPI drives
+ * libagg, so while any such request is in flight the wait and test calls
+ * (MPI_Wait, MPI_Test and their -all, -any and -some forms) poll both:
+ * libagg's requests, then Open MPI's own. With none in flight they go
+ * straight to Open MPI.
+ *
+ * A request that fails in the network (a timeout, the group torn down)
+ * completes with MPI_ERR_INTERN through the communicator's error handler:
+ * its buffers may already be partly written, so it is never redone as if
+ * nothing had happened.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/log.h"
+#include "shim.h"
+
+static int shim_ireq_query(void *extra, MPI_Status *status)
+{
+    shim_req_t *sr = extra;
+
+    MPI_Status_set_elements(status, MPI_BYTE, 0);
+    MPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG    = MPI_UNDEFINED;
+    status->MPI_ERROR  = sr->error;
+    return sr->error;
+}
+
+static int shim_ireq_free(void *extra)
+{
+    shim_req_t *sr = extra;
+
+    agg_request_free(sr->agg);
+    free(sr);
+    return MPI_SUCCESS;
+}
+
+static int shim_ireq_cancel(void *extra, int complete)
+{
+    return MPI_SUCCESS; /* a collective cannot be cancelled; it completes */
+}
+
+int shim_ireq_start(shim_comm_t *sc, MPI_Comm comm, const agg_reduce_spec_t *spec,
+                    MPI_Request *request)
+{
+    shim_req_t *sr = calloc(1, sizeof(*sr));
+    agg_status_t st;
+
+    if (sr == NULL) {
+        return MPI_ERR_NO_MEM;
+    }
+    st = agg_iallreduce(sc->agg, spec, &sr->agg);
+    if (st != AGG_OK) {
+        free(sr);
+        return MPI_ERR_INTERN;
+    }
+    if (PMPI_Grequest_start(shim_ireq_query, shim_ireq_free, shim_ireq_cancel, sr,
+                            &sr->greq) != MPI_SUCCESS) {
+        /* the network has it already: see it through before saying no */
+        agg_request_wait(sr->agg);
+        agg_request_free(sr->agg);
+        free(sr);
+        return MPI_ERR_INTERN;
+    }
+    sr->comm    = comm;
+    sr->sc      = sc;
+    sr->next    = shim.active;
+    shim.active = sr;
+    *request    = sr->greq;
+    return MPI_SUCCESS;
+}
+
+/* A request whose libagg side finished: complete its MPI side. */
+static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
+{
+    if (st != AGG_OK) {
+        agg_error("non-blocking allreduce failed in the network (%s); reporting "
+                  "MPI_ERR_INTERN", agg_strerror(st));
+        sr->error     = MPI_ERR_INTERN;
+        sr->sc->state = SHIM_COMM_HOST;
+        shim.fallbacks++;
+    }
+    PMPI_Grequest_complete(sr->greq);
+    if (st != AGG_OK) {
+        PMPI_Comm_call_errhandler(sr->comm, MPI_ERR_INTERN);
+    }
+}
+
+int shim_progress(void)
+{
+    shim_req_t **pp = &shim.active, *sr;
+    agg_status_t st;
+    int completed = 0;
+
+    while ((sr = *pp) != NULL) {
+        st = agg_request_test(sr->agg);
+        if (st == AGG_INPROGRESS) {
+            pp = &sr->next;
+            continue;
+        }
+        *pp = sr->next;
+        shim_ireq_done(sr, st);
+        completed++;
+    }
+    return completed;
+}
+
+void shim_requests_finish(shim_comm_t *sc)
+{
+    shim_req_t **pp = &shim.active, *sr;
+
+    while ((sr = *pp) != NULL) {
+        if (sr->sc != sc) {
+            pp = &sr->next;
+            continue;
+        }
+        *pp = sr->next;
+        shim_ireq_done(sr, agg_request_wait(sr->agg));
+    }
+}
+
+void shim_requests_abandon(void)
+{
+    shim_req_t *sr;
+
+    while ((sr = shim.active) != NULL) {
+        shim.active = sr->next;
+        shim_ireq_done(sr, agg_request_wait(sr->agg));
+    }
+}
+
+/* ---- the wait and test calls ------------------------------------------- */
+
+/* Polls until done() says so; libagg's requests and MPI's move on together. */
+#define SHIM_WAIT_LOOP(_test_call)                                                 \
+    do {                                                                           \
+        int _flag = 0, _rc;                                                        \
+        for (;;) {                                                                 \
+            int _moved = shim_progress();                                          \
+            _rc = (_test_call);                                                    \
+            if (_rc != MPI_SUCCESS || _flag) {                                     \
+                return _rc;                                                        \
+            }                                                                      \
+            if (!_moved) {                                                         \
+                sched_yield();                                                     \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+SHIM_API int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    if (shim.active == NULL) {
+        return PMPI_Wait(request, status);
+    }
+    SHIM_WAIT_LOOP(PMPI_Test(request, &_flag, status));
+}
+
+SHIM_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    if (shim.active != NULL) {
+        shim_progress();
+    }
+    return PMPI_Test(request, flag, status);
+}
+
+SHIM_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+{
+    if (shim.active == NULL) {
+        return PMPI_Waitall(count, requests, statuses);
+    }
+    SHIM_WAIT_LOOP(PMPI_Testall(count, requests, &_flag, statuses));
+}
+
+SHIM_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
+{
+    if (shim.active != NULL) {
+        shim_progress();
+    }
+    return PMPI_Testall(count, requests, flag, statuses);
+}
+
+SHIM_API int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
+{
+    if (shim.active == NULL) {
+        return PMPI_Waitany(count, requests, index, status);
+    }
+    /* no active request among them: Testany says flag 1, index MPI_UNDEFINED */
+    SHIM_WAIT_LOOP(PMPI_Testany(count, requests, index, &_flag, status));
+}
+
+SHIM_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
+                         MPI_Status *status)
+{
+    if (shim.active != NULL) {
+        shim_progress();
+    }
+    return PMPI_Testany(count, requests, index, flag, status);
+}
+
+SHIM_API int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                          MPI_Status statuses[])
+{
+    if (shim.active == NULL) {
+        return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+    }
+    /* done once something completed, or nothing was active (MPI_UNDEFINED) */
+    SHIM_WAIT_LOOP((_rc = PMPI_Testsome(incount, requests, outcount, indices, statuses),
+                    _flag = *outcount != 0, _rc));
+}
+
+SHIM_API int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
+                          MPI_Status statuses[])
+{
+    if (shim.active != NULL) {
+        shim_progress();
+    }
+    return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}

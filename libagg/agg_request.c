@@ -1,0 +1,480 @@
+/*
+ * Requests: a collective is an object that is posted, progressed, tested or
+ * waited for, and freed (UCC's task shape); a blocking call is post + wait.
+ *
+ * A communicator keeps its requests in the order they were posted. Each is
+ * cut into fragments (LLT) or chunks (SAT) that take consecutive fragment
+ * numbers in their group's sequence, at most `window` in flight per group.
+ * Every member posts the same requests in the same order, so the numbers
+ * must come out the same on every member whatever the timing: a request
+ * takes numbers only after every request before it on the same group has
+ * taken all of its, and after every request before it knows its group (a
+ * SAT request knows it once the SAT lock is granted, or once it has fallen
+ * back to the LLT). Results may then come back in any order and requests
+ * complete in any order.
+ *
+ * The SAT lock goes through the SAT group like data: a LOCK fragment that
+ * the root grants or refuses for everybody at once, so every member takes
+ * the same decision; after sat_lock_batch_size operations an UNLOCK
+ * fragment gives it back, once the batch's last chunk has completed.
+ */
+#include "agg_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agg/log.h"
+#include "agg/sock.h"
+
+#define AGG__FREE_REQS 8 /* request objects kept per communicator for reuse */
+
+agg_status_t agg__group_init(agg_comm_t *comm, agg__group_t *grp, const agg__tree_info_t *info)
+{
+    memset(grp, 0, sizeof(*grp));
+    grp->comm    = comm;
+    grp->info    = *info;
+    grp->window  = info->osts;
+    grp->payload = info->payload;
+    grp->ring    = calloc(info->osts, sizeof(*grp->ring));
+    return grp->ring != NULL ? AGG_OK : AGG_ERR_NO_MEMORY;
+}
+
+void agg__group_fini(agg__group_t *grp)
+{
+    if (grp->tl != NULL) {
+        grp->tl->detach(grp->tl_priv);
+    }
+    free(grp->ring);
+    memset(grp, 0, sizeof(*grp));
+}
+
+static inline agg__frag_t *agg__ring(agg__group_t *grp, uint64_t n)
+{
+    return &grp->ring[agg_seq_slot(n, grp->window)];
+}
+
+static inline int agg__group_full(const agg__group_t *grp)
+{
+    return !agg_seq_may_post(grp->next_n + 1, grp->done_n, grp->window);
+}
+
+/* Takes the next fragment number for a fragment of req (or a lock request). */
+static agg__frag_t *agg__assign(agg__group_t *grp, agg_request_t *req, uint8_t kind)
+{
+    agg__frag_t *e = agg__ring(grp, ++grp->next_n);
+
+    memset(e, 0, sizeof(*e));
+    e->req    = req;
+    e->f.n    = grp->next_n;
+    e->f.kind = kind;
+    if (req != NULL) {
+        e->f.op    = (uint8_t)req->spec.op;
+        e->f.dtype = (uint8_t)req->spec.dtype;
+    }
+    return e;
+}
+
+/* The request's next data fragment. */
+static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
+{
+    agg__frag_t *e = agg__assign(grp, req, AGG_DP_KIND_DATA);
+    size_t off = req->assigned * req->per_frag;
+    size_t k = req->spec.count - off < req->per_frag ? req->spec.count - off : req->per_frag;
+
+    e->f.count = (uint32_t)k;
+    req->assigned++;
+    if (req->abandoned) {
+        /* the others still get this fragment, as an error, never as garbage */
+        e->f.status = AGG_ERR_TIMEOUT;
+        return;
+    }
+    e->f.src     = (const uint8_t *)req->spec.sbuf + off * req->esize;
+    e->f.src_mem = req->spec.sbuf_mem;
+    e->f.dst     = (uint8_t *)req->spec.rbuf + off * req->esize;
+    e->f.dst_mem = req->spec.rbuf_mem;
+}
+
+/*
+ * A request this member gives up on (it timed out): the caller is told
+ * now and may reuse the buffers, so nothing is read from or written to them
+ * any more; its fragments still go through the tree, failing, so that every
+ * member stays in step and none takes a partial result for a right one.
+ */
+static void agg__request_abandon(agg_request_t *req, agg_status_t why)
+{
+    agg__group_t *grp = req->grp;
+    uint64_t n;
+
+    req->abandoned = 1;
+    req->status    = why;
+    for (n = grp->done_n + 1; n <= grp->next_n; ++n) {
+        agg__frag_t *e = agg__ring(grp, n);
+
+        if (e->req == req) {
+            e->f.dst = NULL;
+            if (!e->posted) {
+                e->f.src    = NULL;
+                e->f.status = why;
+            }
+        }
+    }
+}
+
+/* Which group a request's fragments go to, and how big they are. */
+static void agg__request_route(agg_request_t *req, agg__group_t *grp)
+{
+    req->grp      = grp;
+    req->per_frag = grp->payload / req->esize;
+    req->nfrags   = (req->spec.count + req->per_frag - 1) / req->per_frag;
+}
+
+static void agg__request_recycle(agg_request_t *req)
+{
+    agg_comm_t *comm = req->comm;
+    agg_request_t **pp;
+
+    for (pp = &comm->head; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == req) {
+            *pp = req->next;
+            break;
+        }
+    }
+    if (comm->head == NULL) {
+        comm->tail = NULL;
+    } else if (comm->tail == req) {
+        for (comm->tail = comm->head; comm->tail->next != NULL; comm->tail = comm->tail->next) {
+        }
+    }
+    req->next       = comm->free_reqs;
+    comm->free_reqs = req;
+}
+
+static void agg__request_finish(agg_request_t *req)
+{
+    req->state = AGG__REQ_DONE;
+    if (req->freed) {
+        agg__request_recycle(req);
+    }
+}
+
+/* A SAT request that cannot stream goes to the LLT, or fails when it must be SAT. */
+static void agg__request_fall_back(agg_request_t *req, agg_status_t why)
+{
+    agg_comm_t *comm = req->comm;
+
+    comm->sat_fallbacks++;
+    if (req->spec.mode == AGG_AGGR_SAT) {
+        req->status = why;
+        agg__request_finish(req);
+        return;
+    }
+    if (!comm->sat_fallback_logged && comm->ctx->world_rank == 0) {
+        agg_info("communicator of %d ranks (group %u): an allreduce of %zu x %s goes to the "
+                 "LLT instead of SAT: %s (logged once; SHARP_COLL_SAT_LOCK_BATCH_SIZE=1 "
+                 "lets communicators take turns)", comm->size, comm->group_id,
+                 req->spec.count, agg_dtype_name(req->spec.dtype), agg_status_string(why));
+    } else {
+        agg_debug("allreduce of %zu elements goes to the LLT: %s", req->spec.count,
+                  agg_status_string(why));
+    }
+    comm->sat_fallback_logged = 1;
+    req->why_llt = why;
+    agg__request_route(req, &comm->llt);
+    req->state = AGG__REQ_RUNNING;
+}
+
+/* A fragment's result came back. */
+static void agg__deliver(agg__group_t *grp, agg__frag_t *e, agg_status_t st)
+{
+    agg_comm_t *comm = grp->comm;
+    agg_request_t *req = e->req;
+
+    if (e->f.kind == AGG_DP_KIND_UNLOCK) {
+        return;
+    }
+    if (e->f.kind == AGG_DP_KIND_LOCK) {
+        if (st == AGG_OK) {
+            grp->lock       = AGG__LOCK_HELD;
+            grp->batch_left = comm->ctx->sat_batch;
+            req->state      = AGG__REQ_RUNNING;
+            return;
+        }
+        grp->lock = AGG__LOCK_NONE;
+        if (st == AGG_ERR_SAT_LOCK_BUSY && req->lock_tries++ < comm->ctx->sat_retries) {
+            /* every member sees the same refusal and repeats the same request */
+            req->retry_at = (int64_t)(agg_time_ns() / 1000u) +
+                            ((int64_t)comm->ctx->sat_retry_us << (req->lock_tries - 1));
+            req->state = AGG__REQ_QUEUED;
+            return;
+        }
+        agg__request_fall_back(req, st);
+        return;
+    }
+    if (st != AGG_OK && req->status == AGG_OK && !req->abandoned) {
+        req->status = st;
+    }
+    if (++req->done == req->nfrags) {
+        agg__request_finish(req);
+    }
+}
+
+/* Completes, in order, the fragments whose results are back; posts what waits. */
+static unsigned agg__group_progress(agg__group_t *grp)
+{
+    unsigned steps = 0;
+    uint64_t n;
+    int posted = 0;
+    agg_status_t st;
+
+    if (grp->tl == NULL) {
+        return 0;
+    }
+    for (n = grp->done_n + 1; n <= grp->next_n; ++n) {
+        agg__frag_t *e = agg__ring(grp, n);
+
+        if (!e->posted) {
+            st = grp->tl->post(grp->tl_priv, &e->f);
+            if (st != AGG_OK) {
+                continue; /* the slot is busy: the next pass */
+            }
+            e->posted = 1;
+            posted++;
+            steps++;
+        }
+    }
+    if (posted > 0) {
+        grp->tl->flush(grp->tl_priv);
+        agg__count_sent(grp->comm->ctx, (uint64_t)posted);
+    }
+    steps += grp->tl->progress(grp->tl_priv);
+    while (grp->done_n < grp->next_n) {
+        agg__frag_t *e = agg__ring(grp, grp->done_n + 1);
+
+        if (!e->posted) {
+            break;
+        }
+        st = grp->tl->complete(grp->tl_priv, &e->f);
+        if (st == AGG_INPROGRESS) {
+            break;
+        }
+        grp->done_n++;
+        agg__deliver(grp, e, st);
+        steps++;
+    }
+    return steps;
+}
+
+/* Gives out fragment numbers, in post order (see the top of the file). */
+static unsigned agg__schedule(agg_comm_t *comm)
+{
+    agg__group_t *sat = &comm->sat;
+    int blocked_llt = 0, blocked_sat = 0;
+    unsigned steps = 0;
+    agg_request_t *r, *next;
+    int64_t now_us = 0;
+
+    if (sat->lock == AGG__LOCK_RELEASING && sat->done_n == sat->next_n) {
+        agg__assign(sat, NULL, AGG_DP_KIND_UNLOCK);
+        sat->lock = AGG__LOCK_NONE;
+        steps++;
+    }
+    for (r = comm->head; r != NULL; r = next) {
+        next = r->next;
+        if (r->state == AGG__REQ_DONE) {
+            continue;
+        }
+        if (r->state == AGG__REQ_QUEUED && r->grp == sat) {
+            if (sat->lock == AGG__LOCK_HELD) {
+                r->state = AGG__REQ_RUNNING;
+            } else if (sat->lock == AGG__LOCK_NONE && !blocked_sat && !agg__group_full(sat)) {
+                if (now_us == 0) {
+                    now_us = (int64_t)(agg_time_ns() / 1000u);
+                }
+                if (now_us >= r->retry_at) {
+                    agg__assign(sat, r, AGG_DP_KIND_LOCK);
+                    sat->lock = AGG__LOCK_ASKING;
+                    r->state  = AGG__REQ_LOCKING;
+                    steps++;
+                }
+            }
+        } else if (r->state == AGG__REQ_QUEUED) {
+            r->state = AGG__REQ_RUNNING;
+        }
+        if (r->state != AGG__REQ_RUNNING) {
+            break; /* its group is not known yet: nobody behind it may take numbers */
+        }
+        if (r->grp == sat ? blocked_sat : blocked_llt) {
+            continue;
+        }
+        while (r->assigned < r->nfrags && !agg__group_full(r->grp)) {
+            agg__assign_data(r->grp, r);
+            steps++;
+        }
+        if (r->assigned < r->nfrags) {
+            if (r->grp == sat) {
+                blocked_sat = 1;
+            } else {
+                blocked_llt = 1;
+            }
+        } else if (r->grp == sat && r->nfrags > 0 && sat->lock == AGG__LOCK_HELD &&
+                   comm->ctx->sat_batch > 0 && --sat->batch_left == 0) {
+            sat->lock   = AGG__LOCK_RELEASING;
+            blocked_sat = 1;
+        }
+        if (r->nfrags == 0) {
+            agg__request_finish(r); /* a bare lock request, or nothing to reduce */
+        }
+    }
+    return steps;
+}
+
+unsigned agg__comm_progress(agg_comm_t *comm)
+{
+    unsigned steps = agg__schedule(comm);
+
+    steps += agg__group_progress(&comm->llt);
+    steps += agg__group_progress(&comm->sat);
+    if (steps > 0) {
+        steps += agg__schedule(comm);
+    }
+    return steps;
+}
+
+agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                               agg__group_t *grp, agg_request_t **out)
+{
+    agg_request_t *req = comm->free_reqs;
+
+    if (req != NULL) {
+        comm->free_reqs = req->next;
+    } else {
+        req = malloc(sizeof(*req));
+        if (req == NULL) {
+            return AGG_ERR_NO_MEMORY;
+        }
+    }
+    memset(req, 0, sizeof(*req));
+    req->comm    = comm;
+    req->spec    = *spec;
+    req->esize   = agg_dtype_size(spec->dtype);
+    req->status  = AGG_OK;
+    req->seen_ms = agg_time_ms();
+    agg__request_route(req, grp);
+    if (comm->tail != NULL) {
+        comm->tail->next = req;
+    } else {
+        comm->head = req;
+    }
+    comm->tail = req;
+    *out = req;
+    return AGG_OK;
+}
+
+agg_status_t agg_request_test(agg_request_t *req)
+{
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    if (req->abandoned) {
+        return req->status;
+    }
+    if (req->state != AGG__REQ_DONE) {
+        agg__comm_progress(req->comm);
+    }
+    return req->state == AGG__REQ_DONE ? req->status : AGG_INPROGRESS;
+}
+
+/* The group whose oldest fragment in flight the request is waiting on, if any. */
+static agg__group_t *agg__wait_group(agg_request_t *req)
+{
+    agg_comm_t *comm = req->comm;
+
+    if (req->grp->done_n < req->grp->next_n) {
+        return req->grp;
+    }
+    if (comm->sat.tl != NULL && comm->sat.done_n < comm->sat.next_n) {
+        return &comm->sat;
+    }
+    return comm->llt.done_n < comm->llt.next_n ? &comm->llt : NULL;
+}
+
+agg_status_t agg_request_wait(agg_request_t *req)
+{
+    agg_comm_t *comm;
+    agg__group_t *grp;
+    int64_t now;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    comm = req->comm;
+    while (req->state != AGG__REQ_DONE && !req->abandoned) {
+        if (agg__comm_progress(comm) > 0) {
+            req->seen_ms = 0;
+            continue;
+        }
+        now = agg_time_ms();
+        if (req->seen_ms == 0) {
+            req->seen_ms = now;
+        } else if (now - req->seen_ms > comm->ctx->coll_timeout_ms) {
+            agg_error("allreduce of %zu x %s (%s) on group %u: no progress for %d ms "
+                      "(fragment %zu of %zu)", req->spec.count, agg_dtype_name(req->spec.dtype),
+                      agg_op_name(req->spec.op), comm->group_id, comm->ctx->coll_timeout_ms,
+                      req->done, req->nfrags);
+            agg__request_abandon(req, AGG_ERR_TIMEOUT);
+            return AGG_ERR_TIMEOUT;
+        }
+        grp = agg__wait_group(req);
+        if (grp != NULL) {
+            grp->tl->idle(grp->tl_priv, &agg__ring(grp, grp->done_n + 1)->f);
+        } else {
+            usleep(20); /* a lock request waits for its retry time */
+        }
+    }
+    return req->status;
+}
+
+void agg_request_free(agg_request_t *req)
+{
+    if (req == NULL) {
+        return;
+    }
+    if (req->state == AGG__REQ_DONE) {
+        agg__request_recycle(req);
+    } else {
+        req->freed = 1; /* recycled when its last fragment completes */
+    }
+}
+
+void agg_request_info(const agg_request_t *req, agg_request_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    if (req != NULL) {
+        info->tree      = req->grp == &req->comm->sat ? AGG_AGGR_SAT : AGG_AGGR_LLT;
+        info->why_llt   = req->why_llt;
+        info->fragments = req->nfrags;
+    }
+}
+
+unsigned agg_comm_progress(agg_comm_t *comm)
+{
+    return comm != NULL ? agg__comm_progress(comm) : 0;
+}
+
+/* Frees the requests kept for reuse and those still queued (comm teardown). */
+void agg__comm_requests_free(agg_comm_t *comm);
+void agg__comm_requests_free(agg_comm_t *comm)
+{
+    agg_request_t *r;
+
+    while ((r = comm->head) != NULL) {
+        comm->head = r->next;
+        free(r);
+    }
+    while ((r = comm->free_reqs) != NULL) {
+        comm->free_reqs = r->next;
+        free(r);
+    }
+    comm->tail = NULL;
+}

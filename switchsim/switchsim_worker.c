@@ -1,0 +1,170 @@
+/*
+ * The reduction threads. Each takes the fragments ranks staged for it (the
+ * channels of members m with m % workers == its index, in every group),
+ * pushes them into their leaves, and finishes what completed nodes left to
+ * do. When ranks push their own fragments (the default) there is little
+ * left for these threads, and they sleep on the host segment's doorbell:
+ * a rank rings it when it stages a fragment or leaves work only switchsim
+ * can do.
+ *
+ * The group list is read under the read lock; the control thread takes the
+ * write lock (preferred) to add or remove a group. Each thread writes its
+ * own counters only.
+ */
+#include "switchsim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/log.h"
+#include "agg/wait.h"
+
+#define SWITCHSIM_SCRATCH (256u << 10) /* zero-copy reads go through this, per thread */
+
+/* Something staged for this worker, or work left by a rank? (the sleep's last check) */
+static int switchsim__has_work(void *arg)
+{
+    switchsim_worker_t *w = arg;
+    switchsim_t *sim = w->sim;
+    switchsim_group_t *g;
+    uint32_t m;
+    int found = 0;
+
+    if (__atomic_load_n(&sim->stop, __ATOMIC_ACQUIRE)) {
+        return 1;
+    }
+    pthread_rwlock_rdlock(&sim->lock);
+    for (g = sim->groups; g != NULL && !found; g = g->next) {
+        agg_dp_seg_t *s = g->view.seg;
+
+        found = __atomic_load_n(&s->work_gen, __ATOMIC_ACQUIRE) != w->drv.work_seen;
+        for (m = w->index; m < s->num_members && !found; m += sim->num_workers) {
+            uint64_t n = __atomic_load_n(&agg_dp_chan(s, m)->consumed, __ATOMIC_ACQUIRE) + 1;
+            found = __atomic_load_n(&agg_dp_stage(s, m, n)->n, __ATOMIC_ACQUIRE) == n;
+        }
+    }
+    pthread_rwlock_unlock(&sim->lock);
+    return found;
+}
+
+/* One pass over every group; returns what it moved. */
+static unsigned switchsim__pass(switchsim_worker_t *w)
+{
+    switchsim_t *sim = w->sim;
+    switchsim_group_t *g;
+    unsigned moved = 0;
+    uint32_t m;
+
+    pthread_rwlock_rdlock(&sim->lock);
+    for (g = sim->groups; g != NULL; g = g->next) {
+        for (m = w->index; m < g->num_members; m += sim->num_workers) {
+            moved += agg_dp_scan(&g->view, m, &w->drv);
+        }
+        moved += agg_dp_progress(&g->view, &w->drv);
+    }
+    pthread_rwlock_unlock(&sim->lock);
+    return moved;
+}
+
+static void *switchsim__worker_main(void *arg)
+{
+    switchsim_worker_t *w = arg;
+    switchsim_t *sim = w->sim;
+    agg_wait_t wait;
+    long spin = agg_conf_int(&sim->conf, AGG_CONF_SPIN_COUNT);
+
+    agg_wait_init(&wait, spin);
+    while (!__atomic_load_n(&sim->stop, __ATOMIC_ACQUIRE)) {
+        if (switchsim__pass(w) != 0) {
+            agg_wait_reset(&wait);
+            continue;
+        }
+        /* spinning while ranks and switchsim outnumber the cores only takes
+           the CPU from the process being waited for */
+        wait.spin = (long)__atomic_load_n(&sim->members_total, __ATOMIC_RELAXED) +
+                    sim->num_workers > (unsigned long)sim->num_cpus &&
+                    sim->conf.v[AGG_CONF_SPIN_COUNT].source == AGG_CONF_SRC_DEFAULT ?
+                    0 : spin;
+        agg_wait_idle(&wait, &sim->host->doorbell, &sim->host->sleeping,
+                      switchsim__has_work, w);
+    }
+    return NULL;
+}
+
+void switchsim_workers_kick(switchsim_t *sim)
+{
+    if (sim->host != NULL) {
+        __atomic_fetch_add(&sim->host->doorbell, 1, __ATOMIC_SEQ_CST);
+        agg_wait_wake(&sim->host->doorbell, &sim->host->sleeping);
+    }
+}
+
+agg_status_t switchsim_workers_start(switchsim_t *sim)
+{
+    unsigned i;
+
+    sim->workers = calloc(sim->num_workers, sizeof(*sim->workers));
+    if (sim->workers == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < sim->num_workers; ++i) {
+        switchsim_worker_t *w = &sim->workers[i];
+
+        w->sim              = sim;
+        w->index            = i;
+        w->scratch          = malloc(SWITCHSIM_SCRATCH);
+        w->drv.ctr          = &w->ctr;
+        w->drv.scratch      = w->scratch;
+        w->drv.scratch_size = w->scratch ? SWITCHSIM_SCRATCH : 0;
+        if (w->scratch == NULL ||
+            pthread_create(&w->thread, NULL, switchsim__worker_main, w) != 0) {
+            agg_error("cannot start reduction thread %u", i);
+            free(w->scratch);
+            sim->num_workers = i;
+            switchsim_workers_stop(sim);
+            return AGG_ERR_NO_MEMORY;
+        }
+    }
+    agg_info("%u reduction threads", sim->num_workers);
+    return AGG_OK;
+}
+
+void switchsim_workers_stop(switchsim_t *sim)
+{
+    unsigned i;
+
+    if (sim->workers == NULL) {
+        return;
+    }
+    __atomic_store_n(&sim->stop, 1, __ATOMIC_RELEASE);
+    switchsim_workers_kick(sim);
+    for (i = 0; i < sim->num_workers; ++i) {
+        pthread_join(sim->workers[i].thread, NULL);
+    }
+    /* keep the counters: the stats file is written after the threads stop */
+    for (i = 0; i < sim->num_workers; ++i) {
+        agg_dp_counters_add(&sim->retired, &sim->workers[i].ctr);
+        free(sim->workers[i].scratch);
+    }
+    free(sim->workers);
+    sim->workers = NULL;
+}
+
+void switchsim_stats(switchsim_t *sim, agg_dp_counters_t *sum)
+{
+    switchsim_group_t *g;
+    uint32_t m;
+    unsigned i;
+
+    pthread_rwlock_rdlock(&sim->lock);
+    *sum = sim->retired;
+    for (i = 0; sim->workers != NULL && i < sim->num_workers; ++i) {
+        agg_dp_counters_add(sum, &sim->workers[i].ctr);
+    }
+    for (g = sim->groups; g != NULL; g = g->next) {
+        for (m = 0; m < g->num_members; ++m) {
+            agg_dp_counters_add(sum, &agg_dp_chan(g->view.seg, m)->drv);
+        }
+    }
+    pthread_rwlock_unlock(&sim->lock);
+}
