@@ -14,6 +14,18 @@
 
 void agg__comm_requests_free(agg_comm_t *comm);
 
+static void agg__comm_unlink(agg_comm_t *comm)
+{
+    agg_comm_t **pp;
+
+    for (pp = &comm->ctx->comms; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == comm) {
+            *pp = comm->next;
+            return;
+        }
+    }
+}
+
 /*
  * Checks a GROUP_CREATE_REPLY body (host order) and takes from it what
  * member `me` of `n` needs: its endpoint and channel on each tree.
@@ -328,7 +340,9 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
                      "it is asked for again at the first SAT operation", agg_status_string(st));
         }
     }
-    *comm_out = comm;
+    comm->next = ctx->comms;
+    ctx->comms = comm;
+    *comm_out  = comm;
     return AGG_OK;
 
 err_detach:
@@ -378,6 +392,7 @@ agg_status_t agg_comm_destroy(agg_comm_t *comm)
         }
     }
     agg__comm_requests_free(comm);
+    agg__comm_unlink(comm);
     free(comm);
     return st;
 }
@@ -388,6 +403,7 @@ void agg_comm_abandon(agg_comm_t *comm)
         agg__group_fini(&comm->llt);
         agg__group_fini(&comm->sat);
         agg__comm_requests_free(comm);
+        agg__comm_unlink(comm);
         free(comm);
     }
 }

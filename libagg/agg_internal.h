@@ -22,6 +22,7 @@ struct agg_context {
     int             coll_timeout_ms;
     int             connect_timeout_ms;
     int             num_groups;    /* groups created (LLT and SAT), for the INFO lines */
+    struct agg_comm *comms;        /* every communicator, so a wait moves them all */
     uint64_t        frags_sent;
     /* settings read once, used per call */
     int             enable_sat;
@@ -145,6 +146,7 @@ struct agg_comm {
     agg_request_t  *free_reqs;  /* a few kept for reuse */
     int             sat_fallback_logged;
     uint64_t        sat_fallbacks;
+    struct agg_comm *next;      /* the context's list */
 };
 
 typedef enum agg__req_state {

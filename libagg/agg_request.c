@@ -284,10 +284,12 @@ static unsigned agg__schedule(agg_comm_t *comm)
         if (r->state == AGG__REQ_DONE) {
             continue;
         }
-        if (r->state == AGG__REQ_QUEUED && r->grp == sat) {
+        if (r->state == AGG__REQ_QUEUED && r->grp == sat && !blocked_sat) {
+            /* under the lock this member holds now, or asking for it: decided
+               only once every SAT request before it has all its numbers */
             if (sat->lock == AGG__LOCK_HELD) {
                 r->state = AGG__REQ_RUNNING;
-            } else if (sat->lock == AGG__LOCK_NONE && !blocked_sat && !agg__group_full(sat)) {
+            } else if (sat->lock == AGG__LOCK_NONE && !agg__group_full(sat)) {
                 if (now_us == 0) {
                     now_us = (int64_t)(agg_time_ns() / 1000u);
                 }
@@ -298,7 +300,7 @@ static unsigned agg__schedule(agg_comm_t *comm)
                     steps++;
                 }
             }
-        } else if (r->state == AGG__REQ_QUEUED) {
+        } else if (r->state == AGG__REQ_QUEUED && r->grp != sat) {
             r->state = AGG__REQ_RUNNING;
         }
         if (r->state != AGG__REQ_RUNNING) {
@@ -310,6 +312,11 @@ static unsigned agg__schedule(agg_comm_t *comm)
         while (r->assigned < r->nfrags && !agg__group_full(r->grp)) {
             agg__assign_data(r->grp, r);
             steps++;
+            /* the batch's last operation: the lock goes back once it completes */
+            if (r->assigned == r->nfrags && r->grp == sat && sat->lock == AGG__LOCK_HELD &&
+                comm->ctx->sat_batch > 0 && --sat->batch_left == 0) {
+                sat->lock = AGG__LOCK_RELEASING;
+            }
         }
         if (r->assigned < r->nfrags) {
             if (r->grp == sat) {
@@ -317,10 +324,6 @@ static unsigned agg__schedule(agg_comm_t *comm)
             } else {
                 blocked_llt = 1;
             }
-        } else if (r->grp == sat && r->nfrags > 0 && sat->lock == AGG__LOCK_HELD &&
-                   comm->ctx->sat_batch > 0 && --sat->batch_left == 0) {
-            sat->lock   = AGG__LOCK_RELEASING;
-            blocked_sat = 1;
         }
         if (r->nfrags == 0) {
             agg__request_finish(r); /* a bare lock request, or nothing to reduce */
@@ -385,6 +388,19 @@ agg_status_t agg_request_test(agg_request_t *req)
     return req->state == AGG__REQ_DONE ? req->status : AGG_INPROGRESS;
 }
 
+static unsigned agg__others_progress(agg_comm_t *comm)
+{
+    unsigned steps = 0;
+    agg_comm_t *c;
+
+    for (c = comm->ctx->comms; c != NULL; c = c->next) {
+        if (c != comm && c->head != NULL) {
+            steps += agg__comm_progress(c);
+        }
+    }
+    return steps;
+}
+
 /* The group whose oldest fragment in flight the request is waiting on, if any. */
 static agg__group_t *agg__wait_group(agg_request_t *req)
 {
@@ -412,6 +428,10 @@ agg_status_t agg_request_wait(agg_request_t *req)
     while (req->state != AGG__REQ_DONE && !req->abandoned) {
         if (agg__comm_progress(comm) > 0) {
             req->seen_ms = 0;
+            continue;
+        }
+        /* requests on other communicators may be what the others wait for */
+        if (agg__others_progress(comm) > 0) {
             continue;
         }
         now = agg_time_ms();

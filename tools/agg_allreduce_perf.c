@@ -77,6 +77,7 @@ typedef struct perf_opts {
     int                iters;  /* -1: by size */
     int                warmup; /* -1: by size */
     int                check;
+    int                rounds; /* each cell measured this many times, paths alternating */
 } perf_opts_t;
 
 /* One measured (path, mode) cell of a row. */
@@ -128,6 +129,8 @@ static void perf_usage(FILE *out)
             "  -n ITERS    timed calls per cell (default: %d..%d by size)\n"
             "  -w WARMUP   untimed calls before each timed loop (default: %d..%d by size)\n"
             "  -c 0|1      check every element after the timed loop (default 1)\n"
+            "  -r ROUNDS   measure each cell ROUNDS times, offload and host alternating\n"
+            "              (which goes first alternates too); the median is shown (default 1)\n"
             "  -h          this text\n",
             PERF_ITERS_MIN, PERF_ITERS_MAX, PERF_WARMUP_MIN, PERF_WARMUP_MAX);
 }
@@ -158,9 +161,9 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
 
     *o = (perf_opts_t){.min_bytes = 8, .max_bytes = 16u << 20, .factor = 2,
                        .type = &perf_types[0], .op = PERF_SUM, .iters = -1,
-                       .warmup = -1, .check = 1};
+                       .warmup = -1, .check = 1, .rounds = 1};
     opterr = 0;
-    while ((c = getopt(argc, argv, "b:e:f:t:o:n:w:c:h")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:t:o:n:w:c:r:h")) != -1) {
         switch (c) {
         case 'b':
         case 'e':
@@ -199,6 +202,14 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
                 return -1;
             }
             o->op = (perf_op_t)i;
+            break;
+        case 'r':
+            v = strtol(optarg, &end, 10);
+            if (*end != '\0' || v < 1 || v > 99) {
+                perf_arg_error("-r '%s': expected an integer in 1..99\n", optarg);
+                return -1;
+            }
+            o->rounds = (int)v;
             break;
         case 'n':
         case 'w':
@@ -410,6 +421,28 @@ static void perf_cell_run(const perf_opts_t *o, perf_path_t path, int in_place, 
     cell->wrong = total;
 }
 
+/* The cell whose time is the median of n runs (wrong elements added up). */
+static perf_cell_t perf_median(perf_cell_t *runs, int n)
+{
+    perf_cell_t mid;
+    long long wrong = 0;
+    int i, j;
+
+    for (i = 0; i < n; ++i) {
+        wrong += runs[i].wrong > 0 ? runs[i].wrong : 0;
+        for (j = i + 1; j < n; ++j) {
+            if (runs[j].usec < runs[i].usec) {
+                perf_cell_t t = runs[i];
+                runs[i] = runs[j];
+                runs[j] = t;
+            }
+        }
+    }
+    mid       = runs[n / 2];
+    mid.wrong = runs[0].wrong < 0 ? -1 : wrong;
+    return mid;
+}
+
 /* Widths of the row prefix (size .. root) and of one (time .. #wrong) cell. */
 #define PERF_ROW_PREFIX 47
 #define PERF_CELL_WIDTH 34
@@ -536,7 +569,9 @@ static void perf_print_header(const perf_opts_t *o, perf_interposer_t shim,
 int main(int argc, char **argv)
 {
     perf_opts_t o;
-    perf_cell_t c[PERF_PATH_COUNT][2];
+    perf_cell_t c[PERF_PATH_COUNT][2], runs[PERF_PATH_COUNT][2][99];
+    double ratios[64];
+    size_t ratio_bytes[64];
     double bw_sum[PERF_PATH_COUNT] = {0}, first_ratio = 0, last_ratio = 0;
     double setup_t0, setup_usec, one = 1, out;
     size_t bytes, count, first_bytes = 0, last_bytes = 0, alloc;
@@ -582,9 +617,17 @@ int main(int argc, char **argv)
             continue;
         }
         perf_fill(o.type->kind, sbuf, count, 1);
+        for (int r = 0; r < o.rounds; ++r) {
+            for (int k = 0; k < PERF_PATH_COUNT; ++k) {
+                p = (k + r) % PERF_PATH_COUNT; /* who goes first alternates */
+                for (m = 0; m < 2; ++m) {
+                    perf_cell_run(&o, (perf_path_t)p, m, sbuf, rbuf, count, &runs[p][m][r]);
+                }
+            }
+        }
         for (p = 0; p < PERF_PATH_COUNT; ++p) {
             for (m = 0; m < 2; ++m) {
-                perf_cell_run(&o, (perf_path_t)p, m, sbuf, rbuf, count, &c[p][m]);
+                c[p][m] = perf_median(runs[p][m], o.rounds);
             }
         }
         if (perf_rank == 0) {
@@ -601,6 +644,10 @@ int main(int argc, char **argv)
             fflush(stdout);
             last_ratio = c[PERF_PATH_HOST][0].usec / c[PERF_PATH_OFFLOAD][0].usec;
             last_bytes = count * o.type->size;
+            if (rows < 64) {
+                ratios[rows]      = last_ratio;
+                ratio_bytes[rows] = last_bytes;
+            }
             if (rows == 0) {
                 first_ratio = last_ratio;
                 first_bytes = last_bytes;
@@ -622,6 +669,12 @@ int main(int argc, char **argv)
                    (int)(7 - strlen(perf_path_names[p])), "",
                    rows ? bw_sum[p] / (2.0 * rows) : 0.0);
         }
+        printf("# host time / offload time per size, out-of-place (> 1: offload faster; "
+               "median of %d rounds):\n#", o.rounds);
+        for (int i = 0; i < rows && i < 64; ++i) {
+            printf(" %zu:%.2f", ratio_bytes[i], ratios[i]);
+        }
+        printf("\n");
         if (rows > 0) {
             printf("# offload/host speed-up (host time / offload time, out-of-place; "
                    "< 1: offload slower): %.2fx at %zu B, %.2fx at %zu B%s\n", first_ratio,

@@ -1,0 +1,223 @@
+/*
+ * Non-blocking allreduces and communicators competing for the network,
+ * under the shim:
+ *   - requests of mixed sizes (LLT and SAT) in flight together on one
+ *     communicator, completed out of order with MPI_Wait (reverse),
+ *     MPI_Waitany, MPI_Testall polling and MPI_Waitsome, in place too;
+ *   - an MPI_Iallreduce and point-to-point requests in one MPI_Waitall;
+ *   - several communicators over the same ranks (so the same switches and
+ *     the same SAT lock) used in turn and at once.
+ * Every result is checked element by element.
+ *
+ *   nb_check [--rounds N]
+ *
+ * Prints "nb_check: N passed, M failed" on rank 0; exits non-zero on a failure.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int world_rank, world_size;
+static long checks, failures;
+
+static int32_t val(int rank, size_t i, int salt)
+{
+    return (int32_t)((rank + 1) * (int)(i % 13 + 1) + salt);
+}
+
+typedef struct job {
+    int32_t    *s, *r;
+    size_t      count;
+    int         salt, in_place;
+    MPI_Comm    comm;
+    MPI_Request req;
+} job_t;
+
+static void job_start(job_t *j, MPI_Comm comm, size_t count, int salt, int in_place)
+{
+    int rank;
+    size_t i;
+
+    MPI_Comm_rank(comm, &rank);
+    j->count    = count;
+    j->salt     = salt;
+    j->in_place = in_place;
+    j->comm     = comm;
+    j->s        = malloc(count * sizeof(int32_t));
+    j->r        = malloc(count * sizeof(int32_t));
+    for (i = 0; i < count; ++i) {
+        j->s[i] = val(rank, i, salt);
+        j->r[i] = in_place ? j->s[i] : -1;
+    }
+    MPI_Iallreduce(in_place ? MPI_IN_PLACE : j->s, j->r, (int)count, MPI_INT32_T, MPI_SUM,
+                   comm, &j->req);
+}
+
+static void job_check(job_t *j, const char *how)
+{
+    int size, m;
+    size_t i, bad = 0;
+
+    MPI_Comm_size(j->comm, &size);
+    for (i = 0; i < j->count; ++i) {
+        int32_t want = 0;
+        for (m = 0; m < size; ++m) {
+            want += val(m, i, j->salt);
+        }
+        bad += j->r[i] != want;
+    }
+    checks++;
+    if (bad) {
+        failures++;
+        fprintf(stderr, "rank %d: %s: %zu of %zu wrong (salt %d%s)\n", world_rank, how, bad,
+                j->count, j->salt, j->in_place ? ", in place" : "");
+    }
+    free(j->s);
+    free(j->r);
+}
+
+#define NJOBS 6
+static const size_t sizes[NJOBS] = {1, 4099, 2, 300000, 65536, 1u << 20};
+
+static void start_all(job_t *jobs, MPI_Comm comm, int salt)
+{
+    for (int k = 0; k < NJOBS; ++k) {
+        job_start(&jobs[k], comm, sizes[k], salt + k, k % 2);
+    }
+}
+
+static void out_of_order(MPI_Comm comm, int salt)
+{
+    job_t jobs[NJOBS];
+    MPI_Request reqs[NJOBS];
+    int k, idx, done, outcount, indices[NJOBS];
+
+    /* reverse order, one MPI_Wait each */
+    start_all(jobs, comm, salt);
+    for (k = NJOBS - 1; k >= 0; --k) {
+        MPI_Wait(&jobs[k].req, MPI_STATUS_IGNORE);
+        job_check(&jobs[k], "MPI_Wait in reverse order");
+    }
+    /* whichever completes first */
+    start_all(jobs, comm, salt + 100);
+    for (k = 0; k < NJOBS; ++k) {
+        reqs[k] = jobs[k].req;
+    }
+    for (k = 0; k < NJOBS; ++k) {
+        MPI_Waitany(NJOBS, reqs, &idx, MPI_STATUS_IGNORE);
+        if (idx < 0 || idx >= NJOBS) {
+            failures++;
+            break;
+        }
+        job_check(&jobs[idx], "MPI_Waitany");
+    }
+    /* polling */
+    start_all(jobs, comm, salt + 200);
+    for (k = 0; k < NJOBS; ++k) {
+        reqs[k] = jobs[k].req;
+    }
+    do {
+        MPI_Testall(NJOBS, reqs, &done, MPI_STATUSES_IGNORE);
+    } while (!done);
+    for (k = 0; k < NJOBS; ++k) {
+        job_check(&jobs[k], "MPI_Testall");
+    }
+    /* some at a time */
+    start_all(jobs, comm, salt + 300);
+    for (k = 0; k < NJOBS; ++k) {
+        reqs[k] = jobs[k].req;
+    }
+    for (done = 0; done < NJOBS; done += outcount) {
+        MPI_Waitsome(NJOBS, reqs, &outcount, indices, MPI_STATUSES_IGNORE);
+        for (k = 0; k < outcount; ++k) {
+            job_check(&jobs[indices[k]], "MPI_Waitsome");
+        }
+    }
+}
+
+/* An allreduce and a ring exchange in one MPI_Waitall. */
+static void with_p2p(int salt)
+{
+    MPI_Request reqs[3];
+    int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
+    int32_t out = world_rank * 7 + salt, in = -1;
+    job_t j;
+
+    job_start(&j, MPI_COMM_WORLD, 100000, salt, 0);
+    reqs[0] = j.req;
+    MPI_Irecv(&in, 1, MPI_INT32_T, prev, 5, MPI_COMM_WORLD, &reqs[1]);
+    MPI_Isend(&out, 1, MPI_INT32_T, next, 5, MPI_COMM_WORLD, &reqs[2]);
+    MPI_Waitall(3, reqs, MPI_STATUSES_IGNORE);
+    job_check(&j, "MPI_Waitall with point-to-point");
+    checks++;
+    if (in != prev * 7 + salt) {
+        failures++;
+        fprintf(stderr, "rank %d: ring exchange got %d\n", world_rank, in);
+    }
+}
+
+/* Several communicators over the same ranks: in turn, then all at once. */
+static void competing(int rounds)
+{
+    MPI_Comm comms[3];
+    job_t jobs[3];
+    int c, i;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &comms[2]);
+    for (i = 0; i < rounds; ++i) {
+        for (c = 0; c < 3; ++c) {
+            job_start(&jobs[c], comms[c], (size_t)(200000 + 4096 * c), 1000 * c + i, i % 2);
+            MPI_Wait(&jobs[c].req, MPI_STATUS_IGNORE);
+            job_check(&jobs[c], "communicators in turn");
+        }
+        for (c = 0; c < 3; ++c) {
+            job_start(&jobs[c], comms[c], (size_t)(300000 - 999 * c), 7000 * c + i, 0);
+        }
+        for (c = 2; c >= 0; --c) {
+            MPI_Wait(&jobs[c].req, MPI_STATUS_IGNORE);
+            job_check(&jobs[c], "communicators at once");
+        }
+        /* and blocking calls between them, small and large */
+        for (c = 0; c < 3; ++c) {
+            int32_t s = world_rank + c, r = -1;
+            MPI_Allreduce(&s, &r, 1, MPI_INT32_T, MPI_MAX, comms[c]);
+            checks++;
+            failures += r != world_size - 1 + c;
+        }
+    }
+    for (c = 0; c < 3; ++c) {
+        MPI_Comm_free(&comms[c]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    long totals[2], sums[2];
+    int rounds = 4, i;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    for (i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
+            rounds = atoi(argv[++i]);
+        }
+    }
+    for (i = 0; i < rounds; ++i) {
+        out_of_order(MPI_COMM_WORLD, 10 * i);
+        with_p2p(i);
+    }
+    competing(rounds);
+    totals[0] = checks;
+    totals[1] = failures;
+    MPI_Reduce(totals, sums, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (world_rank == 0) {
+        printf("nb_check: %ld passed, %ld failed\n", sums[0] - sums[1], sums[1]);
+    }
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
