@@ -310,7 +310,6 @@ agg_status_t aggmgr_tree_build(const aggmgr_topo_t *topo, const int *ca_idx,
 {
     aggmgr_tree_t t;
     tree_work_t w;
-    unsigned char *seen;
     agg_status_t status;
     int i, c, sw, root = -1, count, num_leaves = 0;
 
@@ -318,22 +317,14 @@ agg_status_t aggmgr_tree_build(const aggmgr_topo_t *topo, const int *ca_idx,
         agg_error("tree build: no topology, no tree or no HCAs (%d)", num);
         return AGG_ERR_INVALID_PARAM;
     }
-    seen = calloc((size_t)topo->num_cas + 1, 1);
-    if (seen == NULL) {
-        return AGG_ERR_NO_MEMORY;
-    }
+    /* an adapter may appear more than once: ranks of one host share it */
     for (i = 0; i < num; i++) {
         c = ca_idx[i];
-        if (c < 0 || c >= topo->num_cas || seen[c]) {
-            agg_error("tree build: HCA %d (entry %d) is %s", c, i,
-                      c < 0 || c >= topo->num_cas ? "not a CA of the topology"
-                                                  : "given twice");
-            free(seen);
+        if (c < 0 || c >= topo->num_cas) {
+            agg_error("tree build: HCA %d (entry %d) is not a CA of the topology", c, i);
             return AGG_ERR_INVALID_PARAM;
         }
-        seen[c] = 1;
     }
-    free(seen);
 
     memset(&t, 0, sizeof(t));
     status = tree_work_init(&w, topo);

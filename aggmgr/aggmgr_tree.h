@@ -25,7 +25,9 @@ typedef struct aggmgr_tree {
 
 /*
  * Builds a minimum-depth tree whose leaves are the switches the given CAs
- * (entries of topo->cas, by index into that array) are cabled to. The root is
+ * (entries of topo->cas, by index into that array) are cabled to. A CA may
+ * be given more than once (ranks of one host sharing its adapter): each
+ * entry is a member of the tree, with its own hca_leaf entry. The root is
  * a switch reaching every leaf with the smallest height; among equals the one
  * with the lowest root_load[topo node] (trees already rooted there, may be
  * NULL), then the lowest GUID. On a fat tree this is a top switch. Only

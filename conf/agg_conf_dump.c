@@ -142,10 +142,10 @@ static void agg__conf_dump_scope(unsigned scope, FILE *out)
     fprintf(out, "\n");
 }
 
-/* Prints text as indented lines of at most `width` columns. */
-static void agg__conf_dump_wrapped(const char *text, int indent, int width, FILE *out)
+/* Prints text as lines of at most `width` columns, each starting with `prefix`. */
+static void agg__conf_dump_wrapped(const char *text, const char *prefix, int width, FILE *out)
 {
-    int col = 0;
+    int col = 0, plen = (int)strlen(prefix);
 
     while (*text != '\0') {
         int wlen = (int)strcspn(text, " ");
@@ -155,8 +155,8 @@ static void agg__conf_dump_wrapped(const char *text, int indent, int width, FILE
             col = 0;
         }
         if (col == 0) {
-            fprintf(out, "%*s%.*s", indent, "", wlen, text);
-            col = indent + wlen;
+            fprintf(out, "%s%.*s", prefix, wlen, text);
+            col = plen + wlen;
         } else {
             fprintf(out, " %.*s", wlen, text);
             col += 1 + wlen;
@@ -196,12 +196,71 @@ void agg_conf_dump(const agg_conf_t *conf, unsigned scope_mask, FILE *out)
             fprintf(out, "%s %s", k ? "," : "", row->env[k]);
         }
         fprintf(out, "\n");
-        agg__conf_dump_wrapped(row->doc, 4, 78, out);
+        agg__conf_dump_wrapped(row->doc, "    ", 78, out);
         agg__conf_expect(row, expect, sizeof(expect));
         snprintf(line, sizeof(line), "Takes %s; default %s%s%s%s", expect,
                  quoted ? "\"" : "", row->defval, quoted ? "\"" : "",
                  (row->flags & AGG_CONF_F_RELOADABLE) ? "; reloadable (SIGHUP)" : "");
-        agg__conf_dump_wrapped(line, 4, 78, out);
+        agg__conf_dump_wrapped(line, "    ", 78, out);
         printed = 1;
+    }
+}
+
+/* "---- read by X ---...", padded to the width the example files use. */
+static void agg__conf_example_section(unsigned scope, FILE *out)
+{
+    char buf[128];
+    FILE *mem = fmemopen(buf, sizeof(buf), "w");
+    size_t n;
+
+    if (mem == NULL) {
+        return;
+    }
+    agg__conf_dump_scope(scope, mem);
+    fclose(mem);
+    buf[sizeof(buf) - 1] = '\0';
+    n = strcspn(buf, "\n");
+    /* agg__conf_dump_scope wrote "# read by ..."; frame it as a section rule */
+    fprintf(out, "# ---- %.*s ", (int)(n - 2), buf + 2);
+    for (n += 6; n < 66; ++n) {
+        fputc('-', out);
+    }
+    fputc('\n', out);
+}
+
+void agg_conf_write_example(unsigned scope_mask, const char *header, FILE *out)
+{
+    char expect[128], line[1536], envs[128];
+    unsigned last_scope = 0;
+    int id, k;
+
+    fputs(header, out);
+    for (id = 0; id < AGG_CONF__COUNT; id++) {
+        const agg_conf_row_t *row = &agg_conf_table[id];
+        /* libconfig reads "16k" only as a string */
+        int quoted = row->type == AGG_CONF_T_STRING || row->type == AGG_CONF_T_ADDR ||
+                     row->type == AGG_CONF_T_ENUM ||
+                     strspn(row->defval, "0123456789-") != strlen(row->defval);
+
+        if (!(row->scope & scope_mask)) {
+            continue;
+        }
+        if (row->scope != last_scope) {
+            fputc('\n', out);
+            agg__conf_example_section(row->scope, out);
+            last_scope = row->scope;
+        }
+        envs[0] = '\0';
+        for (k = 0; k < 3 && row->env[k] != NULL; k++) {
+            snprintf(envs + strlen(envs), sizeof(envs) - strlen(envs), "%s%s", k ? ", " : "",
+                     row->env[k]);
+        }
+        agg__conf_expect(row, expect, sizeof(expect));
+        snprintf(line, sizeof(line), "%s Takes %s%s. Environment: %s.", row->doc, expect,
+                 (row->flags & AGG_CONF_F_RELOADABLE) ? "; reloadable (SIGHUP)" : "", envs);
+        fputc('\n', out);
+        agg__conf_dump_wrapped(line, "# ", 78, out);
+        fprintf(out, "%s = %s%s%s;\n", row->key, quoted ? "\"" : "", row->defval,
+                quoted ? "\"" : "");
     }
 }

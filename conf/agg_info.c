@@ -28,6 +28,8 @@ static void agg__info_usage(FILE *out)
             "  -s SCOPE    only settings read by SCOPE: client, shim, manager, sim, all\n"
             "              (implies -c)\n"
             "  -f FILE     read FILE (libconfig) instead of $AGG_CONFIG_FILE (implies -c)\n"
+            "  -e WHICH    write the example settings file WHICH (aggmgr or libagg) at its\n"
+            "              defaults: what conf/aggmgr.conf and conf/libagg.conf hold\n"
             "  -h          this help\n"
             "Settings resolve as default < file < environment. Integers take\n"
             "decimal or 0x hex and a k/m/g/t suffix (powers of 1024).\n");
@@ -113,6 +115,44 @@ out:
     return rc;
 }
 
+static const char agg__info_aggmgr_header[] =
+    "# aggmgr.conf: every setting the aggregation manager reads, at its default.\n"
+    "# Written by agg_info -e aggmgr from the settings table.\n"
+    "#\n"
+    "# libconfig syntax: \"key = value;\" at the top level, \"#\" starts a comment.\n"
+    "# Strings and host:port addresses go in double quotes; integers may be written\n"
+    "# as strings with a k/m/g/t suffix (\"4k\"). A key left out keeps its default;\n"
+    "# the environment variable named with each key overrides the file.\n"
+    "# The an_* settings are read by switchsim too: give it the same values.\n"
+    "# Check what is in effect with: agg_info -c -s manager -f aggmgr.conf\n";
+
+static const char agg__info_libagg_header[] =
+    "# libagg.conf: every setting the client library and the hcoll shim read, at its default.\n"
+    "# Written by agg_info -e libagg from the settings table.\n"
+    "#\n"
+    "# Name this file in $AGG_CONFIG_FILE for every rank of a job.\n"
+    "# libconfig syntax: \"key = value;\" at the top level, \"#\" starts a comment.\n"
+    "# Strings and host:port addresses go in double quotes; integers may be written\n"
+    "# as strings with a k/m/g/t suffix (\"16k\"). A key left out keeps its default;\n"
+    "# the environment variable named with each key (SHARP_COLL_*, HCOLL_*, AGG_*)\n"
+    "# overrides the file, so job scripts written for SHARP keep working.\n"
+    "# Check what is in effect with: agg_info -c -s client,shim -f libagg.conf\n";
+
+/* -e: an example settings file, straight from the table. */
+static int agg__info_example(const char *which)
+{
+    if (strcmp(which, "aggmgr") == 0) {
+        agg_conf_write_example(AGG_CONF_SCOPE_MANAGER, agg__info_aggmgr_header, stdout);
+    } else if (strcmp(which, "libagg") == 0) {
+        agg_conf_write_example(AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM,
+                               agg__info_libagg_header, stdout);
+    } else {
+        fprintf(stderr, "agg_info: -e '%s': expected aggmgr or libagg\n", which);
+        return 2;
+    }
+    return 0;
+}
+
 static void agg__info_warn(const char *msg, void *arg)
 {
     fprintf((FILE *)arg, "agg_info: warning: %s\n", msg);
@@ -128,8 +168,10 @@ int main(int argc, char **argv)
     char err[1024];
     int opt;
 
-    while ((opt = getopt(argc, argv, "chs:f:S")) != -1) {
+    while ((opt = getopt(argc, argv, "chs:f:Se:")) != -1) {
         switch (opt) {
+        case 'e':
+            return agg__info_example(optarg);
         case 'S':
             show_stats = 1;
             break;

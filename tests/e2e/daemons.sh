@@ -85,11 +85,11 @@ s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"x" * 64)   # wrong magic
 assert closed(s), "aggmgr kept a connection that sent garbage"
 s = socket.create_connection(("127.0.0.1", port))
 # right magic, a length beyond the limit
-s.sendall(struct.pack(">IHHII", 0x4147474D, 1, 9, 1 << 30, 1))
+s.sendall(struct.pack(">IHHII", 0x4147474D, 2, 9, 1 << 30, 1))
 assert closed(s), "aggmgr kept a connection with an oversized length"
 s = socket.create_connection(("127.0.0.1", port))
 # JOB_CREATE with a short body
-s.sendall(struct.pack(">IHHII", 0x4147474D, 1, 9, 4, 2) + b"abcd")
+s.sendall(struct.pack(">IHHII", 0x4147474D, 2, 9, 4, 2) + b"abcd")
 s.settimeout(5)
 data = s.recv(100)
 hdr = struct.unpack(">IHHII", data[:16])
@@ -99,7 +99,7 @@ PY
 python3 -c "
 import socket, time
 s = socket.create_connection(('127.0.0.1', $port))
-s.sendall(b'AGGM\\x00\\x01')
+s.sendall(b'AGGM\\x00\\x02')
 time.sleep(6)
 " &
 slow=$!
@@ -153,7 +153,7 @@ n=$(awk '$1 == "fragments_in" { print $2 }' "$TMP/live1")
 if AGG_AM_ADDR=127.0.0.1:$(free_port) AGG_CONNECT_TIMEOUT_MS=300 "$BIN/agg_info" -S 2>"$TMP/nostat"; then
     fail "agg_info -S succeeded with no manager"
 fi
-grep -q "no aggregation manager answers at 127.0.0.1:" "$TMP/nostat" || fail "agg_info -S without a manager gives no clear error"
+grep -q "cannot connect to the aggregation manager at 127.0.0.1:.*is aggmgr running" "$TMP/nostat" || fail "agg_info -S without a manager gives no clear error"
 
 # agg_info -c: every setting, with its source
 SHARP_COLL_LOG_LEVEL=4 SHARP_COLL_LOG_LEVLE=1 "$BIN/agg_info" -c >"$TMP/info" 2>"$TMP/info.err"

@@ -392,7 +392,7 @@ static void test_check_env(void **state)
         "AGG_CONFIG_FILE=/etc/agg.conf",    /* known, not a setting */
         "SHARP_COLL_LOG_LEVEL=2",           /* known */
         "PATH=/bin:/usr/bin",               /* not ours */
-        "HCOLL_MAIN_IB=mlx5_0:1",           /* ours, nothing close */
+        "HCOLL_QUUX_ZORP=1",                /* ours, nothing close */
         "AGG_AM_ADR=10.0.0.1:1",            /* typo */
         "HOME=/root",
         NULL,
@@ -404,7 +404,7 @@ static void test_check_env(void **state)
     assert_int_equal(w.calls, 3);
     assert_string_equal(w.msgs[0], "unknown variable SHARP_COLL_LOG_LEVLE=3 ignored; did you "
                                    "mean SHARP_COLL_LOG_LEVEL?");
-    assert_string_equal(w.msgs[1], "unknown variable HCOLL_MAIN_IB=mlx5_0:1 ignored");
+    assert_string_equal(w.msgs[1], "unknown variable HCOLL_QUUX_ZORP=1 ignored");
     assert_contains(w.msgs[2], "did you mean AGG_AM_ADDR?");
 
     {
@@ -448,7 +448,8 @@ static void test_dump(void **state)
     assert_contains(text, "am_max_jobs = 64   (source: default)");
     assert_contains(text, "am_addr = \"10.0.0.1:7000\"");
     assert_contains(text, "Takes an integer in 0..5; default 2; reloadable");
-    assert_contains(text, "SAT is not built yet");
+    assert_contains(text, "placement = \"packed\"   (source: default)");
+    assert_contains(text, "Takes one of packed|spread");
     free(text);
 
     text = dump_to_string(&conf, AGG_CONF_SCOPE_MANAGER);
@@ -488,10 +489,73 @@ static void check_example(const char *path, unsigned scope)
     }
 }
 
+/* The committed file is exactly what the table writes (agg_info -e). */
+static void check_written(const char *path, unsigned scope, const char *first_line)
+{
+    char *want = NULL, *got = NULL;
+    size_t want_len = 0, got_len = 0;
+    FILE *mem, *f;
+    char line[256];
+
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_contains(line, first_line);
+    fclose(f);
+    /* the header is the file's own comment block, up to its first section */
+    mem = open_memstream(&want, &want_len);
+    f   = fopen(path, "r");
+    while (fgets(line, sizeof(line), f) != NULL && strncmp(line, "# ----", 6) != 0 &&
+           strcmp(line, "\n") != 0) {
+        fputs(line, mem);
+    }
+    fclose(f);
+    fclose(mem);
+    mem = open_memstream(&got, &got_len);
+    agg_conf_write_example(scope, want, mem);
+    fclose(mem);
+    free(want);
+    f = fopen(path, "r");
+    want     = calloc(1, got_len + 2);
+    want_len = fread(want, 1, got_len + 1, f);
+    fclose(f);
+    if (want_len != got_len || memcmp(want, got, got_len) != 0) {
+        fail_msg("%s is not what the settings table writes: run agg_info -e > %s", path, path);
+    }
+    free(want);
+    free(got);
+}
+
 static void test_example_files(void **state)
 {
     check_example(EXAMPLE("aggmgr.conf"), AGG_CONF_SCOPE_MANAGER);
     check_example(EXAMPLE("libagg.conf"), AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM);
+    check_written(EXAMPLE("aggmgr.conf"), AGG_CONF_SCOPE_MANAGER, "aggmgr.conf");
+    check_written(EXAMPLE("libagg.conf"), AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM,
+                  "libagg.conf");
+}
+
+/* Enumerations: any case in, the table's spelling stored, a clear error otherwise. */
+static void test_enum(void **state)
+{
+    agg_conf_t conf;
+    char err[256] = "";
+
+    agg_conf_init(&conf);
+    assert_int_equal(agg_conf_int(&conf, AGG_CONF_PLACEMENT), 0);
+    assert_int_equal(agg_conf_set(&conf, AGG_CONF_PLACEMENT, " Spread ", AGG_CONF_SRC_CMDLINE,
+                                  NULL, err, sizeof(err)), AGG_OK);
+    assert_int_equal(agg_conf_int(&conf, AGG_CONF_PLACEMENT), 1);
+    assert_string_equal(agg_conf_str(&conf, AGG_CONF_PLACEMENT), "spread");
+    assert_int_equal(agg_conf_set(&conf, AGG_CONF_PLACEMENT, "spreadx", AGG_CONF_SRC_CMDLINE,
+                                  NULL, err, sizeof(err)), AGG_ERR_CONFIG);
+    assert_contains(err, "expected one of packed|spread");
+    assert_int_equal(agg_conf_int(&conf, AGG_CONF_PLACEMENT), 1); /* unchanged */
+    assert_int_equal(agg_conf_set(&conf, AGG_CONF_HCOLL_ZCOPY_TUNE, "DYNAMIC",
+                                  AGG_CONF_SRC_ENV, NULL, err, sizeof(err)), AGG_OK);
+    assert_string_equal(agg_conf_str(&conf, AGG_CONF_HCOLL_ZCOPY_TUNE), "dynamic");
+    assert_int_equal(agg_conf_set(&conf, AGG_CONF_HCOLL_ZCOPY_TUNE, "", AGG_CONF_SRC_ENV,
+                                  NULL, err, sizeof(err)), AGG_ERR_CONFIG);
 }
 
 static void test_set_invalid_id(void **state)
@@ -527,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_check_env),
         cmocka_unit_test(test_dump),
         cmocka_unit_test(test_example_files),
+        cmocka_unit_test(test_enum),
         cmocka_unit_test(test_set_invalid_id),
     };
 

@@ -1,270 +1,464 @@
 /*
- * switchsim's group and data-path code on real shared memory: a group is
- * configured as aggmgr would, members post fragments into their channels
- * the way libagg does, and the data path reduces them up a multi-level tree.
+ * switchsim's groups and reduction threads on real shared memory: a
+ * switchsim_t set up as main.c does (without aggmgr), groups configured from
+ * a GROUP_CONFIG body as the control link passes it, members that map the
+ * group segment by name and stage fragments the way libagg does when ranks
+ * leave the work to switchsim, and the worker threads reducing them.
+ * Resources, SAT locks and malformed configurations: test_switchsim_an.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "agg/reduce.h"
 #include "agg/shm.h"
+#include "agg/wait.h"
 #include "switchsim.h"
 
+#define NUM_SWITCHES 8
+
+/*
+ * What the workers wrote before a result, read by the test thread. Members map
+ * the segments at other addresses than switchsim, so ThreadSanitizer does not
+ * see the result's acquire: read such words the way a driver would.
+ */
+#define LOAD(_x) __atomic_load_n(&(_x), __ATOMIC_ACQUIRE)
+
 static switchsim_t sim;
-static agg_wire_switch_t switches[4] = {
-    {.guid = 0x10}, {.guid = 0x20}, {.guid = 0x30}, {.guid = 0x40},
-};
+static agg_wire_switch_t switches[NUM_SWITCHES];
+
+/* A GROUP_CONFIG body in host order, as switchsim_ctl.c hands it on. */
+typedef struct test_cfg {
+    agg_msg_group_config_t cfg;
+    agg_wire_tree_node_t   nodes[3];
+    agg_wire_member_t      members[4];
+} test_cfg_t;
+
+/* A member's mapping of a group segment, by its name. */
+typedef struct test_member_view {
+    agg_dp_seg_t *seg;
+    size_t        size;
+} test_member_view_t;
 
 static int setup(void **state)
 {
+    pthread_rwlockattr_t attr;
+    uint32_t i;
+
     memset(&sim, 0, sizeof(sim));
     agg_conf_init(&sim.conf);
-    pthread_mutex_init(&sim.lock, NULL);
-    snprintf(sim.bell_name, sizeof(sim.bell_name), "/agg-test-%d-bell", (int)getpid());
-    agg_shm_unlink(sim.bell_name);
-    assert_int_equal(agg_shm_create(sim.bell_name, sizeof(agg_shm_bell_t), (void **)&sim.bell),
-                     AGG_OK);
-    sim.switches     = switches;
-    sim.num_switches = 4;
-    sim.spin_count   = 1;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&sim.lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    sim.am_fd       = -1;
+    sim.num_cpus    = sysconf(_SC_NPROCESSORS_ONLN);
+    sim.num_workers = 2;
+    for (i = 0; i < NUM_SWITCHES; ++i) {
+        switches[i].guid = 0x10u * (i + 1); /* sorted, as registration leaves them */
+        snprintf(switches[i].desc, sizeof(switches[i].desc), "sw%u", i + 1);
+    }
     return 0;
 }
 
 static int teardown(void **state)
 {
+    switchsim_workers_stop(&sim);
     switchsim_group_destroy_all(&sim);
-    agg_shm_detach(sim.bell, sizeof(agg_shm_bell_t));
-    agg_shm_unlink(sim.bell_name);
-    pthread_mutex_destroy(&sim.lock);
+    switchsim_an_fini(&sim);
+    pthread_rwlock_destroy(&sim.lock);
     return 0;
 }
 
-/* Root 0x10 with two leaves 0x20 (members 0, 1) and 0x30 (member 2, 3). */
-static switchsim_group_t *make_group(uint32_t id, uint32_t osts, uint32_t payload)
+static void host_switches(void)
 {
-    agg_msg_group_config_t cfg = {.group_id = id, .job_id = 1, .num_members = 4,
-                                  .num_nodes = 3, .osts = osts, .payload_per_ost = payload};
-    agg_wire_tree_node_t nodes[3] = {{0x10, -1, 0}, {0x20, 0, 0}, {0x30, 0, 0}};
-    agg_wire_member_t members[4] = {{1}, {1}, {2}, {2}};
+    assert_int_equal(switchsim_an_init(&sim, switches, NUM_SWITCHES), AGG_OK);
+}
+
+/* Root `root` with leaves root+0x10 (members 0, 1) and root+0x20 (members 2, 3). */
+static test_cfg_t tree3(uint32_t id, uint8_t tree, uint64_t root, uint32_t osts,
+                        uint32_t payload)
+{
+    test_cfg_t t = {
+        .cfg     = {.group_id = id, .job_id = 1, .num_members = 4, .num_nodes = 3,
+                    .osts = osts, .payload = payload, .tree = tree},
+        .nodes   = {{root, -1, 0}, {root + 0x10, 0, 0}, {root + 0x20, 0, 0}},
+        .members = {{1}, {1}, {2}, {2}},
+    };
+
+    return t;
+}
+
+static switchsim_group_t *make_group(test_cfg_t *t)
+{
     switchsim_group_t *g = NULL;
 
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g), AGG_OK);
+    assert_int_equal(switchsim_group_create(&sim, &t->cfg, t->nodes, t->members, &g), AGG_OK);
     assert_non_null(g);
     return g;
 }
 
-static agg_frag_hdr_t *send_slot(switchsim_group_t *g, uint32_t m, uint32_t seq)
+static test_member_view_t member_attach(const switchsim_group_t *g)
 {
-    agg_shm_group_t *shm = g->shm;
+    test_member_view_t v = {0};
+    char why[256];
+    void *p;
 
-    return (agg_frag_hdr_t *)((uint8_t *)shm + shm->channels_offset +
-                              (size_t)m * shm->channel_stride + sizeof(agg_shm_channel_t) +
-                              (size_t)((seq - 1) % shm->osts) * shm->slot_stride);
+    assert_int_equal(agg_shm_attach(g->shm_name, &p, &v.size), AGG_OK);
+    assert_int_equal(agg_dp_check(p, v.size, why, sizeof(why)), AGG_OK);
+    v.seg = p;
+    return v;
 }
 
-static agg_frag_hdr_t *result_slot(switchsim_group_t *g, uint32_t seq)
+/* Member m stages fragment n in its channel and rings switchsim's doorbell. */
+static void stage(agg_dp_seg_t *s, uint32_t m, uint64_t n, uint8_t kind, int op, int dtype,
+                  const void *data, uint32_t count)
 {
-    return (agg_frag_hdr_t *)((uint8_t *)g->shm + g->shm->results_offset +
-                              (size_t)((seq - 1) % g->shm->osts) * g->shm->slot_stride);
-}
+    agg_dp_frag_t *f = agg_dp_stage(s, m, n);
 
-static void post(switchsim_group_t *g, uint32_t m, uint32_t seq, int op, int dtype,
-                 const void *data, uint32_t count)
-{
-    agg_frag_hdr_t *h = send_slot(g, m, seq);
-    agg_shm_channel_t *ch = (agg_shm_channel_t *)((uint8_t *)g->shm + g->shm->channels_offset +
-                                                  (size_t)m * g->shm->channel_stride);
-
-    memcpy((uint8_t *)h + AGG_FRAG_HDR_SIZE, data, count * agg_dtype_size(dtype));
-    h->op    = (uint16_t)op;
-    h->dtype = (uint8_t)dtype;
-    h->count = count;
-    __atomic_store_n(&h->seq, seq, __ATOMIC_RELEASE);
-    __atomic_store_n(&ch->posted, ch->posted + 1, __ATOMIC_RELEASE);
-}
-
-static void test_two_level_sum(void **state)
-{
-    switchsim_group_t *g = make_group(1, 4, 256);
-    int32_t data[64], *res;
-    uint32_t m, seq, i;
-
-    assert_int_equal(g->nodes[0].expected, 2);
-    assert_int_equal(g->nodes[1].expected, 2);
-    /* every member can read which node its fragments enter */
-    for (m = 0; m < 4; ++m) {
-        agg_shm_channel_t *ch = (agg_shm_channel_t *)((uint8_t *)g->shm +
-                                g->shm->channels_offset + (size_t)m * g->shm->channel_stride);
-        assert_int_equal(ch->leaf_guid, m < 2 ? 0x20 : 0x30);
+    f->count = count;
+    f->op    = (uint8_t)op;
+    f->dtype = (uint8_t)dtype;
+    f->kind  = kind;
+    f->flags = 0;
+    if (count > 0) {
+        memcpy(agg_dp_frag_data(f), data, (size_t)count * agg_dtype_size(dtype));
     }
-    for (seq = 1; seq <= 10; ++seq) { /* more than osts: slots are reused */
-        for (m = 0; m < 4; ++m) {
-            for (i = 0; i < 64; ++i) {
-                data[i] = (int32_t)((m + 1) * 1000 + i + seq);
-            }
-            post(g, m, seq, AGG_OP_SUM, AGG_DTYPE_INT32, data, 64);
-            if (m < 3) {
-                switchsim_dp_progress(&sim);
-                /* no result until the last member has contributed */
-                assert_int_not_equal(result_slot(g, seq)->seq, seq);
-            }
-        }
-        assert_int_equal(switchsim_dp_progress(&sim), 1);
-        assert_int_equal(result_slot(g, seq)->seq, seq);
-        assert_int_equal(result_slot(g, seq)->status, AGG_OK);
-        assert_int_equal(result_slot(g, seq)->count, 64);
-        res = (int32_t *)((uint8_t *)result_slot(g, seq) + AGG_FRAG_HDR_SIZE);
-        for (i = 0; i < 64; ++i) {
-            assert_int_equal(res[i], 10000 + 4 * (int32_t)(i + seq));
-        }
-    }
-    assert_int_equal(sim.stats.fragments_in, 40);
-    assert_int_equal(sim.stats.results_out, 10);
-    /* each leaf reduces 1 pair, the root 1 pair: 3 reductions per fragment */
-    assert_int_equal(sim.stats.fragments_reduced, 30);
-    assert_int_equal(switchsim_group_destroy(&sim, 1), AGG_OK);
+    __atomic_store_n(&f->n, n, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&sim.host->doorbell, 1, __ATOMIC_SEQ_CST);
+    agg_wait_wake(&sim.host->doorbell, &sim.host->sleeping);
 }
 
-static void test_mismatch_reported_to_all(void **state)
+/* Fragment n's result, waited for as a member would (10 s at most). */
+static const agg_dp_slot_t *wait_result(const agg_dp_seg_t *s, uint64_t n)
 {
-    switchsim_group_t *g = make_group(2, 2, 128);
-    double d[4] = {1, 2, 3, 4};
+    struct timespec t0, now;
+    const agg_dp_slot_t *r;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while ((r = agg_dp_result(s, n)) == NULL) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec > 10) {
+            fail_msg("no result for fragment %llu", (unsigned long long)n);
+        }
+        usleep(100);
+    }
+    return r;
+}
+
+/* Entries of /dev/shm made by this process whose name starts with "agg-<pid>-". */
+static int count_segments(int *host)
+{
+    char prefix[32];
+    struct dirent *e;
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+
+    assert_non_null(d);
+    snprintf(prefix, sizeof(prefix), "agg-%d-", (int)getpid());
+    *host = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            n++;
+            *host += strcmp(e->d_name + strlen(prefix), "host") == 0;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_group_segment(void **state)
+{
+    test_cfg_t t = tree3(1, AGG_TREE_LLT, 0x10, 4, 256);
+    switchsim_group_t *g, *dup = NULL, *sat;
+    test_member_view_t v;
+    agg_dp_host_t *h;
+    char why[256], prefix[32];
+    size_t hsize;
     uint32_t m;
 
-    for (m = 0; m < 4; ++m) {
-        /* member 3 disagrees on the operation */
-        post(g, m, 1, m == 3 ? AGG_OP_MAX : AGG_OP_SUM, AGG_DTYPE_FLOAT64, d, 4);
+    host_switches();
+    g = make_group(&t);
+    snprintf(prefix, sizeof(prefix), "/agg-%d-", (int)getpid());
+    assert_int_equal(strncmp(g->shm_name, prefix, strlen(prefix)), 0);
+    v = member_attach(g);
+    assert_int_equal(v.size, g->view.size);
+    assert_int_equal(v.seg->group_id, 1);
+    assert_int_equal(v.seg->tree, AGG_TREE_LLT);
+    assert_int_equal(v.seg->flags, 0);
+    assert_int_equal(v.seg->num_nodes, 3);
+    assert_int_equal(v.seg->num_members, 4);
+    assert_int_equal(v.seg->window, 4);
+    assert_int_equal(v.seg->num_slots, 8);
+    assert_int_equal(v.seg->payload, 256);
+    assert_int_equal(v.seg->dead, 0);
+    /* the root on 0x10 waits for its two leaves, each for its two members */
+    assert_int_equal(agg_dp_node(v.seg, 0)->guid, 0x10);
+    assert_int_equal(agg_dp_node(v.seg, 0)->parent, -1);
+    assert_int_equal(agg_dp_node(v.seg, 0)->up, AGG_DP_UP_ROOT);
+    for (m = 0; m < 3; ++m) {
+        assert_int_equal(agg_dp_node(v.seg, m)->expected, 2);
+        assert_int_equal(agg_dp_node(v.seg, m)->an, m); /* 0x10, 0x20, 0x30 */
     }
-    switchsim_dp_progress(&sim);
-    assert_int_equal(result_slot(g, 1)->seq, 1);
-    assert_int_equal(result_slot(g, 1)->status, AGG_ERR_DATA_MISMATCH);
-    assert_true(sim.stats.errors > 0);
+    assert_int_equal(agg_dp_node(v.seg, 1)->guid, 0x20);
+    assert_int_equal(agg_dp_node(v.seg, 1)->up, AGG_DP_UP_LOCAL);
+    assert_int_equal(agg_dp_node(v.seg, 1)->position, 0);
+    assert_int_equal(agg_dp_node(v.seg, 2)->guid, 0x30);
+    assert_int_equal(agg_dp_node(v.seg, 2)->parent, 0);
+    assert_int_equal(agg_dp_node(v.seg, 2)->position, 1);
+    for (m = 0; m < 4; ++m) {
+        assert_int_equal(agg_dp_member(v.seg, m)->leaf, m < 2 ? 1 : 2);
+        assert_int_equal(agg_dp_member(v.seg, m)->position, m % 2);
+        assert_int_equal(agg_dp_member(v.seg, m)->leaf_guid, m < 2 ? 0x20 : 0x30);
+    }
+    /* the host segment members map next to it */
+    assert_int_equal(agg_shm_attach(sim.host_name, (void **)&h, &hsize), AGG_OK);
+    assert_int_equal(agg_dp_host_check(h, hsize, why, sizeof(why)), AGG_OK);
+    assert_int_equal(h->num_ans, NUM_SWITCHES);
+    assert_int_equal(h->workers, 2);
+    assert_int_equal(agg_dp_host_an(h, 2)->guid, 0x30);
+    agg_shm_detach(h, hsize);
+    assert_int_equal(sim.num_groups, 1);
+    assert_int_equal(sim.members_total, 4);
 
-    /* the next fragment is fine again: members stay in step */
-    for (m = 0; m < 4; ++m) {
-        post(g, m, 2, AGG_OP_MAX, AGG_DTYPE_FLOAT64, d, 4);
-    }
-    switchsim_dp_progress(&sim);
-    assert_int_equal(result_slot(g, 2)->status, AGG_OK);
+    /* the same group on the same tree again: refused, nothing taken */
+    assert_int_equal(switchsim_group_create(&sim, &t.cfg, t.nodes, t.members, &dup),
+                     AGG_ERR_GROUP_ID);
+    assert_null(dup);
+    assert_int_equal(sim.num_groups, 1);
+    assert_int_equal(switchsim_an_find(&sim, 0x20)->osts_used, 4);
+    assert_int_equal(switchsim_an_find(&sim, 0x20)->groups_used, 1);
+    /* its SAT part is another group segment */
+    t.cfg.tree  = AGG_TREE_SAT;
+    t.cfg.flags = AGG_GROUP_F_REPRODUCIBLE;
+    sat = make_group(&t);
+    assert_string_not_equal(sat->shm_name, g->shm_name);
+    assert_int_equal(sat->view.seg->tree, AGG_TREE_SAT);
+    assert_int_equal(sat->view.seg->flags, AGG_DP_F_REPRODUCIBLE);
+    assert_int_equal(sim.num_groups, 2);
+
+    /* a member still mapping a destroyed group sees it is gone */
+    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT), AGG_OK);
+    assert_int_equal(v.seg->dead, 1);
+    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT), AGG_ERR_GROUP_ID);
+    assert_int_equal(sim.num_groups, 1);
+    assert_int_equal(switchsim_an_find(&sim, 0x20)->osts_used, 4); /* the SAT part's */
+    agg_shm_detach(v.seg, v.size);
 }
 
-static void test_bad_fragment(void **state)
+static void check_int_sum(const agg_dp_slot_t *r, uint64_t n)
 {
-    switchsim_group_t *g = make_group(3, 2, 128);
-    float f[64] = {0};
-    uint32_t m;
+    int32_t out[64];
+    uint32_t i;
+
+    assert_int_equal(r->status, AGG_OK);
+    assert_int_equal(r->kind, AGG_DP_KIND_DATA);
+    assert_int_equal(r->count, 64);
+    memset(out, 0, sizeof(out));
+    agg_dp_copy_out(r, out);
+    for (i = 0; i < 64; ++i) {
+        /* members add (m + 1) * 1000 + i + n for m = 0..3 */
+        assert_int_equal(out[i], 10000 + 4 * (int32_t)(i + n));
+    }
+}
+
+static void test_workers_reduce(void **state)
+{
+    test_cfg_t t = tree3(2, AGG_TREE_LLT, 0x10, 4, 256);
+    switchsim_group_t *g;
+    test_member_view_t v;
+    agg_dp_counters_t c;
+    int32_t data[64];
+    float f[32], fout[32];
+    uint64_t n;
+    uint32_t m, i;
+
+    host_switches();
+    g = make_group(&t);
+    v = member_attach(g);
+    assert_int_equal(switchsim_workers_start(&sim), AGG_OK);
+    /* 12 sums, a window (4) at a time: every staging and node slot is reused */
+    for (n = 1; n <= 12; n += 4) {
+        uint64_t k;
+
+        for (k = n; k < n + 4; ++k) {
+            for (m = 0; m < 4; ++m) {
+                for (i = 0; i < 64; ++i) {
+                    data[i] = (int32_t)((m + 1) * 1000 + i + k);
+                }
+                stage(v.seg, m, k, AGG_DP_KIND_DATA, AGG_OP_SUM, AGG_DTYPE_INT32, data, 64);
+            }
+        }
+        for (k = n; k < n + 4; ++k) {
+            check_int_sum(wait_result(v.seg, k), k);
+        }
+    }
+    /* 13: the members of leaf 0x30 disagree with those of 0x20 on the operation:
+       the root finds out, and every member sees it */
+    for (m = 0; m < 4; ++m) {
+        for (i = 0; i < 32; ++i) {
+            f[i] = (float)m + 0.5f * (float)i;
+        }
+        stage(v.seg, m, 13, AGG_DP_KIND_DATA, m >= 2 ? AGG_OP_MIN : AGG_OP_MAX,
+              AGG_DTYPE_FLOAT32, f, 32);
+    }
+    assert_int_equal(wait_result(v.seg, 13)->status, AGG_ERR_DATA_MISMATCH);
+    /* 14: in step again */
+    for (m = 0; m < 4; ++m) {
+        for (i = 0; i < 32; ++i) {
+            f[i] = (float)m + 0.5f * (float)i;
+        }
+        stage(v.seg, m, 14, AGG_DP_KIND_DATA, AGG_OP_MAX, AGG_DTYPE_FLOAT32, f, 32);
+    }
+    assert_int_equal(wait_result(v.seg, 14)->status, AGG_OK);
+    assert_int_equal(wait_result(v.seg, 14)->count, 32);
+    agg_dp_copy_out(wait_result(v.seg, 14), fout);
+    for (i = 0; i < 32; ++i) {
+        assert_true(fout[i] == 3.0f + 0.5f * (float)i);
+    }
+    for (m = 0; m < 4; ++m) {
+        assert_int_equal(agg_dp_chan(v.seg, m)->consumed, 14);
+    }
+    /* results are counted before they are published */
+    switchsim_stats(&sim, &c);
+    assert_int_equal(c.results_out, 14);
+
+    /* once the threads are joined, everything they took is counted */
+    switchsim_workers_stop(&sim);
+    switchsim_stats(&sim, &c);
+    assert_int_equal(c.llt_fragments_in, 4 * 14);
+    assert_int_equal(c.sat_chunks_in, 0);
+    assert_int_equal(c.bytes_in, 4 * (12 * 64 * 4 + 2 * 32 * 4));
+    assert_int_equal(c.sat_bytes_in, 0);
+    assert_int_equal(c.results_out, 14);
+    /* 3 per fragment (one per node); of fragment 13 only the leaves' */
+    assert_int_equal(c.reductions, 13 * 3 + 2);
+    assert_int_equal(c.errors, 1);
+    assert_int_equal(c.duplicates, 0);
+    agg_shm_detach(v.seg, v.size);
+}
+
+/* All four members stage fragment n of `kind` (count uint64 of value n + m for DATA). */
+static const agg_dp_slot_t *sat_round(agg_dp_seg_t *s, uint64_t n, uint8_t kind,
+                                      uint32_t count)
+{
+    static uint64_t data[512];
+    uint32_t m, i;
 
     for (m = 0; m < 4; ++m) {
-        /* bitwise AND on floats has no kernel; count too large for the slot */
-        post(g, m, 1, AGG_OP_BAND, AGG_DTYPE_FLOAT32, f, 4);
+        for (i = 0; i < count; ++i) {
+            data[i] = n + m + i;
+        }
+        stage(s, m, n, kind, AGG_OP_SUM, AGG_DTYPE_UINT64, data, count);
     }
-    switchsim_dp_progress(&sim);
-    assert_int_equal(result_slot(g, 1)->status, AGG_ERR_BAD_FRAGMENT);
-    for (m = 0; m < 4; ++m) {
-        post(g, m, 2, AGG_OP_SUM, AGG_DTYPE_FLOAT32, f, 32);
-        send_slot(g, m, 2)->count = 1000; /* 4000 bytes in a 128-byte slot */
-    }
-    switchsim_dp_progress(&sim);
-    assert_int_equal(result_slot(g, 2)->status, AGG_ERR_BAD_FRAGMENT);
+    return wait_result(s, n);
 }
 
-static void test_config_validation(void **state)
+static void test_sat_group(void **state)
 {
-    agg_msg_group_config_t cfg = {.group_id = 9, .num_members = 2, .num_nodes = 2,
-                                  .osts = 4, .payload_per_ost = 256};
-    agg_wire_tree_node_t nodes[2] = {{0x10, -1, 0}, {0x99, 0, 0}};
-    agg_wire_member_t members[2] = {{1}, {1}};
-    switchsim_group_t *g = NULL;
+    test_cfg_t t = tree3(3, AGG_TREE_SAT, 0x10, 2, 4096);
+    test_cfg_t t2 = tree3(4, AGG_TREE_SAT, 0x10, 2, 4096);
+    test_member_view_t v, v2;
+    const agg_dp_slot_t *r;
+    agg_dp_counters_t c;
+    static uint64_t out[512];
+    uint32_t i, k;
 
-    /* a switch this switchsim does not host */
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g), AGG_ERR_NOT_FOUND);
-    /* a parent listed after its child */
-    nodes[1].guid   = 0x20;
-    nodes[1].parent = 1;
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g),
-                     AGG_ERR_INVALID_PARAM);
-    nodes[1].parent = 0;
-    /* a member whose leaf is out of range */
-    members[1].leaf = 2;
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g),
-                     AGG_ERR_INVALID_PARAM);
-    members[1].leaf = 1;
-    /* a node with nobody below it */
-    members[0].leaf = members[1].leaf = 0;
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g),
-                     AGG_ERR_INVALID_PARAM);
-    members[0].leaf = members[1].leaf = 1;
-    cfg.payload_per_ost = 100; /* not a multiple of 8 */
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g),
-                     AGG_ERR_INVALID_PARAM);
-    cfg.payload_per_ost = 256;
-    /* every dimension within its own limit, the segment far too large */
-    {
-        agg_wire_member_t eight[8] = {{1}, {1}, {1}, {1}, {1}, {1}, {1}, {1}};
+    host_switches();
+    v  = member_attach(make_group(&t));
+    v2 = member_attach(make_group(&t2));
+    assert_int_equal(switchsim_workers_start(&sim), AGG_OK);
 
-        cfg.num_members     = 8;
-        cfg.osts            = 4096;
-        cfg.payload_per_ost = 65536;
-        assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, eight, &g),
-                         AGG_ERR_NO_RESOURCE);
-        cfg.num_members     = 2;
-        cfg.osts            = 4;
-        cfg.payload_per_ost = 256;
+    /* a LOCK request takes the lock of every switch of the tree */
+    r = sat_round(v.seg, 1, AGG_DP_KIND_LOCK, 0);
+    assert_int_equal(r->status, AGG_OK);
+    assert_int_equal(r->kind, AGG_DP_KIND_LOCK);
+    for (k = 0; k < 3; ++k) {
+        assert_int_equal(LOAD(sim.ans[k].shared->sat_lock), 3);
+        assert_int_equal(LOAD(sim.ans[k].shared->sat_lock_taken), 1);
     }
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g), AGG_OK);
-    assert_int_equal(switchsim_group_create(&sim, &cfg, nodes, members, &g), AGG_ERR_GROUP_ID);
-    assert_int_equal(switchsim_group_destroy(&sim, 9), AGG_OK);
-    assert_int_equal(switchsim_group_destroy(&sim, 9), AGG_ERR_GROUP_ID);
+    assert_int_equal(LOAD(sim.ans[3].shared->sat_lock), 0);
+    /* another SAT group on those switches is told to wait */
+    assert_int_equal(sat_round(v2.seg, 1, AGG_DP_KIND_LOCK, 0)->status, AGG_ERR_SAT_LOCK_BUSY);
+    assert_int_equal(LOAD(sim.ans[0].shared->sat_lock), 3);
+
+    for (k = 2; k <= 3; ++k) {
+        r = sat_round(v.seg, k, AGG_DP_KIND_DATA, 512);
+        assert_int_equal(r->status, AGG_OK);
+        assert_int_equal(r->count, 512);
+        agg_dp_copy_out(r, out);
+        for (i = 0; i < 512; ++i) {
+            assert_int_equal(out[i], 4 * (k + i) + 6);
+        }
+    }
+    assert_int_equal(sat_round(v.seg, 4, AGG_DP_KIND_UNLOCK, 0)->status, AGG_OK);
+    for (k = 0; k < 3; ++k) {
+        assert_int_equal(LOAD(sim.ans[k].shared->sat_lock), 0);
+    }
+    /* now the other group gets it */
+    assert_int_equal(sat_round(v2.seg, 2, AGG_DP_KIND_LOCK, 0)->status, AGG_OK);
+    assert_int_equal(LOAD(sim.ans[1].shared->sat_lock), 4);
+
+    switchsim_workers_stop(&sim);
+    switchsim_stats(&sim, &c);
+    assert_int_equal(c.sat_chunks_in, 4 * 4 + 4 * 2); /* lock requests are chunks too */
+    assert_int_equal(c.sat_bytes_in, 4 * 2 * 512 * 8);
+    assert_int_equal(c.bytes_in, c.sat_bytes_in);
+    assert_int_equal(c.llt_fragments_in, 0);
+    assert_int_equal(c.results_out, 6);
+    assert_int_equal(c.locks_granted, 2);
+    assert_int_equal(c.locks_busy, 1);
+    agg_shm_detach(v.seg, v.size);
+    agg_shm_detach(v2.seg, v2.size);
 }
 
-static void test_destroy_marks_dead(void **state)
+static void test_destroy_all_unlinks(void **state)
 {
-    switchsim_group_t *g = make_group(4, 2, 128);
-    void *addr;
-    size_t size;
-    char name[AGG_WIRE_NAME_LEN];
+    test_cfg_t a = tree3(5, AGG_TREE_LLT, 0x10, 2, 128);
+    test_cfg_t b = tree3(6, AGG_TREE_LLT, 0x40, 2, 128);
+    uint32_t k;
+    int host;
 
-    snprintf(name, sizeof(name), "%s", g->shm_name);
-    assert_int_equal(agg_shm_attach(name, &addr, &size), AGG_OK);
-    assert_int_equal(((agg_shm_group_t *)addr)->dead, 0);
-    assert_int_equal(switchsim_group_destroy(&sim, 4), AGG_OK);
-    /* a rank still mapping it sees the group is gone; the name is unlinked */
-    assert_int_equal(((agg_shm_group_t *)addr)->dead, 1);
-    agg_shm_detach(addr, size);
-    assert_int_not_equal(agg_shm_attach(name, &addr, &size), AGG_OK);
-}
-
-/*
- * Found by fuzz_switchsim: a member whose posted counter jumped 2^31 ahead
- * kept one data-path pass, holding sim->lock, busy for minutes. A pass now
- * takes at most osts fragments from a member, as many as it can have waiting.
- */
-static void test_posted_runs_ahead(void **state)
-{
-    switchsim_group_t *g  = make_group(5, 2, 128);
-    agg_shm_channel_t *ch = (agg_shm_channel_t *)((uint8_t *)g->shm + g->shm->channels_offset);
-
-    __atomic_store_n(&ch->posted, 0x80000000u, __ATOMIC_RELEASE);
-    assert_int_equal(switchsim_dp_progress(&sim), 2);
-    assert_int_equal(g->consumed[0], 2);
-    assert_int_equal(sim.stats.errors, 2); /* no fragment in either slot */
-    assert_int_equal(switchsim_dp_progress(&sim), 2);
-    assert_int_equal(switchsim_group_destroy(&sim, 5), AGG_OK);
+    host_switches();
+    make_group(&a);
+    make_group(&b);
+    a.cfg.tree = AGG_TREE_SAT;
+    make_group(&a);
+    assert_int_equal(count_segments(&host), 4);
+    assert_int_equal(host, 1);
+    switchsim_group_destroy_all(&sim);
+    /* only the host segment is left, and it goes with the switches */
+    assert_int_equal(count_segments(&host), 1);
+    assert_int_equal(host, 1);
+    assert_null(sim.groups);
+    assert_int_equal(sim.num_groups, 0);
+    assert_int_equal(sim.members_total, 0);
+    assert_int_equal(sim.groups_total, 3);
+    for (k = 0; k < NUM_SWITCHES; ++k) {
+        assert_int_equal(sim.ans[k].groups_used, 0);
+        assert_int_equal(sim.ans[k].osts_used, 0);
+        assert_int_equal(sim.ans[k].buf_used, 0);
+        assert_int_equal(sim.ans[k].sat_flows_used, 0);
+        assert_null(sim.ans[k].gnodes);
+    }
+    switchsim_an_fini(&sim);
+    assert_int_equal(count_segments(&host), 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_two_level_sum, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_mismatch_reported_to_all, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_fragment, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_config_validation, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_destroy_marks_dead, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_posted_runs_ahead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_segment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_workers_reduce, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sat_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_all_unlinks, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

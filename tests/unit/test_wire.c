@@ -1,11 +1,12 @@
 /*
  * The wire format, pinned. Every size and offset of every struct in
- * agg/wire.h is written out below as a literal number, checked once at
- * compile time and once at run time (with the field's name in the message),
- * so a layout change cannot slip through as a rebuild of both ends. The
- * AGG_FMT_* strings that drive byte swapping are checked against the same
- * tables, the big-endian encoding is checked byte by byte, and the message
- * helpers are exercised over a real socketpair with a thread as the peer.
+ * agg/wire.h and of the shared-memory structs in agg/dp.h is written out
+ * below as a literal number, checked once at compile time and once at run
+ * time (with the field's name in the message), so a layout change cannot
+ * slip through as a rebuild of both ends. The AGG_FMT_* strings that drive
+ * byte swapping are checked against the same tables, the big-endian encoding
+ * is checked byte by byte, the message helpers are exercised over a real
+ * socketpair with a thread as the peer, and the stats file is read back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -78,9 +80,10 @@ DEFINE_LAYOUT(hello_reply, agg_msg_hello_reply_t, 16, HELLO_REPLY_LAYOUT)
     X(agg_msg_sim_register_t, an_osts, 4, 4)                                   \
     X(agg_msg_sim_register_t, an_payload_per_ost, 8, 4)                        \
     X(agg_msg_sim_register_t, an_max_groups, 12, 4)                            \
-    X(agg_msg_sim_register_t, host, 16, 64)                                    \
-    X(agg_msg_sim_register_t, bell_shm, 80, 64)
-DEFINE_LAYOUT(sim_register, agg_msg_sim_register_t, 144, SIM_REGISTER_LAYOUT)
+    X(agg_msg_sim_register_t, an_sat_flows, 16, 4)                             \
+    X(agg_msg_sim_register_t, workers, 20, 4)                                  \
+    X(agg_msg_sim_register_t, host, 24, 64)
+DEFINE_LAYOUT(sim_register, agg_msg_sim_register_t, 88, SIM_REGISTER_LAYOUT)
 
 #define SIM_REGISTER_REPLY_LAYOUT(X)                                           \
     X(agg_msg_sim_register_reply_t, status, 0, 4)                              \
@@ -95,14 +98,22 @@ DEFINE_LAYOUT(sim_register_reply, agg_msg_sim_register_reply_t, 16,
     X(agg_wire_switch_t, desc, 8, 64)
 DEFINE_LAYOUT(switch, agg_wire_switch_t, 72, SWITCH_LAYOUT)
 
+#define ENDPOINT_LAYOUT(X)                                                     \
+    X(agg_wire_endpoint_t, transport, 0, 4)                                    \
+    X(agg_wire_endpoint_t, length, 4, 4)                                       \
+    X(agg_wire_endpoint_t, addr, 8, 128)
+DEFINE_LAYOUT(endpoint, agg_wire_endpoint_t, 136, ENDPOINT_LAYOUT)
+
 #define GROUP_CONFIG_LAYOUT(X)                                                 \
     X(agg_msg_group_config_t, group_id, 0, 4)                                  \
     X(agg_msg_group_config_t, job_id, 4, 4)                                    \
     X(agg_msg_group_config_t, num_members, 8, 4)                               \
     X(agg_msg_group_config_t, num_nodes, 12, 4)                                \
     X(agg_msg_group_config_t, osts, 16, 4)                                     \
-    X(agg_msg_group_config_t, payload_per_ost, 20, 4)
-DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 24, GROUP_CONFIG_LAYOUT)
+    X(agg_msg_group_config_t, payload, 20, 4)                                  \
+    X(agg_msg_group_config_t, tree, 24, 4)                                     \
+    X(agg_msg_group_config_t, flags, 28, 4)
+DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 32, GROUP_CONFIG_LAYOUT)
 
 #define TREE_NODE_LAYOUT(X)                                                    \
     X(agg_wire_tree_node_t, guid, 0, 8)                                        \
@@ -113,17 +124,25 @@ DEFINE_LAYOUT(tree_node, agg_wire_tree_node_t, 16, TREE_NODE_LAYOUT)
 #define MEMBER_LAYOUT(X) X(agg_wire_member_t, leaf, 0, 4)
 DEFINE_LAYOUT(member, agg_wire_member_t, 4, MEMBER_LAYOUT)
 
+/* The embedded endpoint is pinned field by field, as its format letters walk it. */
 #define GROUP_CONFIG_REPLY_LAYOUT(X)                                           \
     X(agg_msg_group_config_reply_t, status, 0, 4)                              \
     X(agg_msg_group_config_reply_t, group_id, 4, 4)                            \
-    X(agg_msg_group_config_reply_t, shm_name, 8, 64)
-DEFINE_LAYOUT(group_config_reply, agg_msg_group_config_reply_t, 72,
+    X(agg_msg_group_config_reply_t, tree, 8, 4)                                \
+    X(agg_msg_group_config_reply_t, reserved, 12, 4)                           \
+    X(agg_msg_group_config_reply_t, endpoint.transport, 16, 4)                 \
+    X(agg_msg_group_config_reply_t, endpoint.length, 20, 4)                    \
+    X(agg_msg_group_config_reply_t, endpoint.addr, 24, 128)
+DEFINE_LAYOUT(group_config_reply, agg_msg_group_config_reply_t, 152,
               GROUP_CONFIG_REPLY_LAYOUT)
+PIN_STATIC(agg_msg_group_config_reply_t, endpoint, 16, 136)
 
 #define GROUP_REF_LAYOUT(X)                                                    \
     X(agg_msg_group_ref_t, job_id, 0, 4)                                       \
-    X(agg_msg_group_ref_t, group_id, 4, 4)
-DEFINE_LAYOUT(group_ref, agg_msg_group_ref_t, 8, GROUP_REF_LAYOUT)
+    X(agg_msg_group_ref_t, group_id, 4, 4)                                     \
+    X(agg_msg_group_ref_t, tree, 8, 4)                                         \
+    X(agg_msg_group_ref_t, reserved, 12, 4)
+DEFINE_LAYOUT(group_ref, agg_msg_group_ref_t, 16, GROUP_REF_LAYOUT)
 
 #define JOB_CREATE_LAYOUT(X)                                                   \
     X(agg_msg_job_create_t, job_key, 0, 8)                                     \
@@ -133,8 +152,11 @@ DEFINE_LAYOUT(group_ref, agg_msg_group_ref_t, 8, GROUP_REF_LAYOUT)
     X(agg_msg_job_create_t, quota_payload_per_ost, 20, 4)                      \
     X(agg_msg_job_create_t, quota_max_groups, 24, 4)                           \
     X(agg_msg_job_create_t, osts_per_group, 28, 4)                             \
-    X(agg_msg_job_create_t, host, 32, 64)
-DEFINE_LAYOUT(job_create, agg_msg_job_create_t, 96, JOB_CREATE_LAYOUT)
+    X(agg_msg_job_create_t, flags, 32, 4)                                      \
+    X(agg_msg_job_create_t, num_hosts, 36, 4)                                  \
+    X(agg_msg_job_create_t, host, 40, 64)                                      \
+    X(agg_msg_job_create_t, device, 104, 64)
+DEFINE_LAYOUT(job_create, agg_msg_job_create_t, 168, JOB_CREATE_LAYOUT)
 
 #define JOB_CREATE_REPLY_LAYOUT(X)                                             \
     X(agg_msg_job_create_reply_t, status, 0, 4)                                \
@@ -145,8 +167,10 @@ DEFINE_LAYOUT(job_create, agg_msg_job_create_t, 96, JOB_CREATE_LAYOUT)
     X(agg_msg_job_create_reply_t, osts, 20, 4)                                 \
     X(agg_msg_job_create_reply_t, payload_per_ost, 24, 4)                      \
     X(agg_msg_job_create_reply_t, max_groups, 28, 4)                           \
-    X(agg_msg_job_create_reply_t, root_guid, 32, 8)
-DEFINE_LAYOUT(job_create_reply, agg_msg_job_create_reply_t, 40,
+    X(agg_msg_job_create_reply_t, root_guid, 32, 8)                            \
+    X(agg_msg_job_create_reply_t, sat_tree_id, 40, 4)                          \
+    X(agg_msg_job_create_reply_t, sat_flows, 44, 4)
+DEFINE_LAYOUT(job_create_reply, agg_msg_job_create_reply_t, 48,
               JOB_CREATE_REPLY_LAYOUT)
 
 #define JOB_REF_LAYOUT(X)                                                      \
@@ -158,22 +182,36 @@ DEFINE_LAYOUT(job_ref, agg_msg_job_ref_t, 8, JOB_REF_LAYOUT)
     X(agg_msg_group_create_t, job_id, 0, 4)                                    \
     X(agg_msg_group_create_t, num_members, 4, 4)                               \
     X(agg_msg_group_create_t, osts, 8, 4)                                      \
-    X(agg_msg_group_create_t, reserved, 12, 4)
-DEFINE_LAYOUT(group_create, agg_msg_group_create_t, 16, GROUP_CREATE_LAYOUT)
+    X(agg_msg_group_create_t, flags, 12, 4)                                    \
+    X(agg_msg_group_create_t, sat_osts, 16, 4)                                 \
+    X(agg_msg_group_create_t, sat_payload, 20, 4)
+DEFINE_LAYOUT(group_create, agg_msg_group_create_t, 24, GROUP_CREATE_LAYOUT)
 
 #define GROUP_CREATE_REPLY_LAYOUT(X)                                           \
     X(agg_msg_group_create_reply_t, status, 0, 4)                              \
     X(agg_msg_group_create_reply_t, group_id, 4, 4)                            \
-    X(agg_msg_group_create_reply_t, osts, 8, 4)                                \
-    X(agg_msg_group_create_reply_t, payload_per_ost, 12, 4)                    \
-    X(agg_msg_group_create_reply_t, num_members, 16, 4)                        \
-    X(agg_msg_group_create_reply_t, tree_depth, 20, 4)                         \
-    X(agg_msg_group_create_reply_t, tree_nodes, 24, 4)                         \
-    X(agg_msg_group_create_reply_t, reserved, 28, 4)                           \
-    X(agg_msg_group_create_reply_t, shm_name, 32, 64)                          \
-    X(agg_msg_group_create_reply_t, bell_name, 96, 64)
-DEFINE_LAYOUT(group_create_reply, agg_msg_group_create_reply_t, 160,
+    X(agg_msg_group_create_reply_t, num_members, 8, 4)                         \
+    X(agg_msg_group_create_reply_t, num_trees, 12, 4)
+DEFINE_LAYOUT(group_create_reply, agg_msg_group_create_reply_t, 16,
               GROUP_CREATE_REPLY_LAYOUT)
+
+#define GROUP_TREE_LAYOUT(X)                                                   \
+    X(agg_wire_group_tree_t, status, 0, 4)                                     \
+    X(agg_wire_group_tree_t, tree, 4, 4)                                       \
+    X(agg_wire_group_tree_t, tree_id, 8, 4)                                    \
+    X(agg_wire_group_tree_t, osts, 12, 4)                                      \
+    X(agg_wire_group_tree_t, payload, 16, 4)                                   \
+    X(agg_wire_group_tree_t, depth, 20, 4)                                     \
+    X(agg_wire_group_tree_t, nodes, 24, 4)                                     \
+    X(agg_wire_group_tree_t, num_endpoints, 28, 4)                             \
+    X(agg_wire_group_tree_t, root_guid, 32, 8)
+DEFINE_LAYOUT(group_tree, agg_wire_group_tree_t, 40, GROUP_TREE_LAYOUT)
+
+#define MEMBER_EP_LAYOUT(X)                                                    \
+    X(agg_wire_member_ep_t, endpoint, 0, 4)                                    \
+    X(agg_wire_member_ep_t, channel, 4, 4)                                     \
+    X(agg_wire_member_ep_t, leaf_guid, 8, 8)
+DEFINE_LAYOUT(member_ep, agg_wire_member_ep_t, 16, MEMBER_EP_LAYOUT)
 
 #define STATS_REPLY_LAYOUT(X)                                                  \
     X(agg_msg_stats_reply_t, status, 0, 4)                                     \
@@ -183,53 +221,158 @@ DEFINE_LAYOUT(group_create_reply, agg_msg_group_create_reply_t, 160,
     X(agg_msg_stats_reply_t, results_out, 24, 8)                               \
     X(agg_msg_stats_reply_t, bytes_in, 32, 8)                                  \
     X(agg_msg_stats_reply_t, errors, 40, 8)                                    \
-    X(agg_msg_stats_reply_t, groups_total, 48, 8)
-DEFINE_LAYOUT(stats_reply, agg_msg_stats_reply_t, 56, STATS_REPLY_LAYOUT)
+    X(agg_msg_stats_reply_t, groups_total, 48, 8)                              \
+    X(agg_msg_stats_reply_t, llt_fragments_in, 56, 8)                          \
+    X(agg_msg_stats_reply_t, sat_chunks_in, 64, 8)                             \
+    X(agg_msg_stats_reply_t, sat_bytes_in, 72, 8)                              \
+    X(agg_msg_stats_reply_t, duplicates, 80, 8)                                \
+    X(agg_msg_stats_reply_t, locks_granted, 88, 8)                             \
+    X(agg_msg_stats_reply_t, locks_busy, 96, 8)                                \
+    X(agg_msg_stats_reply_t, zcopy_bytes, 104, 8)                              \
+    X(agg_msg_stats_reply_t, sat_groups, 112, 4)                               \
+    X(agg_msg_stats_reply_t, workers, 116, 4)
+DEFINE_LAYOUT(stats_reply, agg_msg_stats_reply_t, 120, STATS_REPLY_LAYOUT)
 
-/* shared memory: host byte order, no format string */
+/*
+ * shared memory (agg/dp.h): host byte order, no format string. The pad
+ * arrays are fields like any other: they are what keeps the hot words of
+ * different writers on lines of their own.
+ */
 
-#define FRAG_HDR_LAYOUT(X)                                                     \
-    X(agg_frag_hdr_t, seq, 0, 4)                                               \
-    X(agg_frag_hdr_t, op, 4, 2)                                                \
-    X(agg_frag_hdr_t, dtype, 6, 1)                                             \
-    X(agg_frag_hdr_t, flags, 7, 1)                                             \
-    X(agg_frag_hdr_t, count, 8, 4)                                             \
-    X(agg_frag_hdr_t, status, 12, 4)
-DEFINE_LAYOUT(frag_hdr, agg_frag_hdr_t, 16, FRAG_HDR_LAYOUT)
+#define DP_SEG_LAYOUT(X)                                                       \
+    X(agg_dp_seg_t, magic, 0, 4)                                               \
+    X(agg_dp_seg_t, version, 4, 4)                                             \
+    X(agg_dp_seg_t, group_id, 8, 4)                                            \
+    X(agg_dp_seg_t, tree, 12, 1)                                               \
+    X(agg_dp_seg_t, flags, 13, 1)                                              \
+    X(agg_dp_seg_t, reserved0, 14, 2)                                          \
+    X(agg_dp_seg_t, num_members, 16, 4)                                        \
+    X(agg_dp_seg_t, num_nodes, 20, 4)                                          \
+    X(agg_dp_seg_t, window, 24, 4)                                             \
+    X(agg_dp_seg_t, num_slots, 28, 4)                                          \
+    X(agg_dp_seg_t, payload, 32, 4)                                            \
+    X(agg_dp_seg_t, slot_stride, 36, 4)                                        \
+    X(agg_dp_seg_t, stage_stride, 40, 4)                                       \
+    X(agg_dp_seg_t, chan_stride, 44, 4)                                        \
+    X(agg_dp_seg_t, members_off, 48, 8)                                        \
+    X(agg_dp_seg_t, chans_off, 56, 8)                                          \
+    X(agg_dp_seg_t, nodes_off, 64, 8)                                          \
+    X(agg_dp_seg_t, ports_off, 72, 8)                                          \
+    X(agg_dp_seg_t, slots_off, 80, 8)                                          \
+    X(agg_dp_seg_t, bitmaps_off, 88, 8)                                        \
+    X(agg_dp_seg_t, total_size, 96, 8)                                         \
+    X(agg_dp_seg_t, num_ports, 104, 4)                                         \
+    X(agg_dp_seg_t, dead, 108, 4)                                              \
+    X(agg_dp_seg_t, pad1, 112, 16)                                             \
+    X(agg_dp_seg_t, sleepers, 128, 4)                                          \
+    X(agg_dp_seg_t, result_gen, 132, 4)                                        \
+    X(agg_dp_seg_t, pad2, 136, 56)                                             \
+    X(agg_dp_seg_t, work_gen, 192, 4)                                          \
+    X(agg_dp_seg_t, pad3, 196, 60)
+DEFINE_LAYOUT(dp_seg, agg_dp_seg_t, 256, DP_SEG_LAYOUT)
 
-#define SHM_BELL_LAYOUT(X)                                                     \
-    X(agg_shm_bell_t, magic, 0, 4)                                             \
-    X(agg_shm_bell_t, version, 4, 4)                                           \
-    X(agg_shm_bell_t, doorbell, 8, 4)                                          \
-    X(agg_shm_bell_t, sleeping, 12, 4)                                         \
-    X(agg_shm_bell_t, pad, 16, 48)
-DEFINE_LAYOUT(shm_bell, agg_shm_bell_t, 64, SHM_BELL_LAYOUT)
+#define DP_MEMBER_LAYOUT(X)                                                    \
+    X(agg_dp_member_t, leaf, 0, 4)                                             \
+    X(agg_dp_member_t, position, 4, 4)                                         \
+    X(agg_dp_member_t, pid, 8, 4)                                              \
+    X(agg_dp_member_t, reserved, 12, 4)                                        \
+    X(agg_dp_member_t, leaf_guid, 16, 8)                                       \
+    X(agg_dp_member_t, reserved2, 24, 8)
+DEFINE_LAYOUT(dp_member, agg_dp_member_t, 32, DP_MEMBER_LAYOUT)
 
-#define SHM_GROUP_LAYOUT(X)                                                    \
-    X(agg_shm_group_t, magic, 0, 4)                                            \
-    X(agg_shm_group_t, version, 4, 4)                                          \
-    X(agg_shm_group_t, group_id, 8, 4)                                         \
-    X(agg_shm_group_t, num_members, 12, 4)                                     \
-    X(agg_shm_group_t, osts, 16, 4)                                            \
-    X(agg_shm_group_t, payload_per_ost, 20, 4)                                 \
-    X(agg_shm_group_t, slot_stride, 24, 4)                                     \
-    X(agg_shm_group_t, channel_stride, 28, 4)                                  \
-    X(agg_shm_group_t, channels_offset, 32, 8)                                 \
-    X(agg_shm_group_t, results_offset, 40, 8)                                  \
-    X(agg_shm_group_t, total_size, 48, 8)                                      \
-    X(agg_shm_group_t, dead, 56, 4)                                            \
-    X(agg_shm_group_t, reserved, 60, 4)                                        \
-    X(agg_shm_group_t, waiters, 64, 4)                                         \
-    X(agg_shm_group_t, result_gen, 68, 4)                                      \
-    X(agg_shm_group_t, pad, 72, 56)
-DEFINE_LAYOUT(shm_group, agg_shm_group_t, 128, SHM_GROUP_LAYOUT)
+#define DP_COUNTERS_LAYOUT(X)                                                  \
+    X(agg_dp_counters_t, llt_fragments_in, 0, 8)                               \
+    X(agg_dp_counters_t, sat_chunks_in, 8, 8)                                  \
+    X(agg_dp_counters_t, bytes_in, 16, 8)                                      \
+    X(agg_dp_counters_t, sat_bytes_in, 24, 8)                                  \
+    X(agg_dp_counters_t, reductions, 32, 8)                                    \
+    X(agg_dp_counters_t, results_out, 40, 8)                                   \
+    X(agg_dp_counters_t, errors, 48, 8)                                        \
+    X(agg_dp_counters_t, duplicates, 56, 8)                                    \
+    X(agg_dp_counters_t, locks_granted, 64, 8)                                 \
+    X(agg_dp_counters_t, locks_busy, 72, 8)                                    \
+    X(agg_dp_counters_t, zcopy_bytes, 80, 8)                                   \
+    X(agg_dp_counters_t, reserved, 88, 40)
+DEFINE_LAYOUT(dp_counters, agg_dp_counters_t, 128, DP_COUNTERS_LAYOUT)
 
-#define SHM_CHANNEL_LAYOUT(X)                                                  \
-    X(agg_shm_channel_t, posted, 0, 4)                                         \
-    X(agg_shm_channel_t, reserved, 4, 4)                                       \
-    X(agg_shm_channel_t, leaf_guid, 8, 8)                                      \
-    X(agg_shm_channel_t, pad, 16, 48)
-DEFINE_LAYOUT(shm_channel, agg_shm_channel_t, 64, SHM_CHANNEL_LAYOUT)
+/* drv is one field here; what is inside it is agg_dp_counters_t's table. */
+#define DP_CHAN_LAYOUT(X)                                                      \
+    X(agg_dp_chan_t, consumed, 0, 8)                                           \
+    X(agg_dp_chan_t, scan_lock, 8, 4)                                          \
+    X(agg_dp_chan_t, pad0, 12, 52)                                             \
+    X(agg_dp_chan_t, drv, 64, 128)
+DEFINE_LAYOUT(dp_chan, agg_dp_chan_t, 192, DP_CHAN_LAYOUT)
+
+#define DP_FRAG_LAYOUT(X)                                                      \
+    X(agg_dp_frag_t, n, 0, 8)                                                  \
+    X(agg_dp_frag_t, count, 8, 4)                                              \
+    X(agg_dp_frag_t, op, 12, 1)                                                \
+    X(agg_dp_frag_t, dtype, 13, 1)                                             \
+    X(agg_dp_frag_t, kind, 14, 1)                                              \
+    X(agg_dp_frag_t, flags, 15, 1)                                             \
+    X(agg_dp_frag_t, pid, 16, 4)                                               \
+    X(agg_dp_frag_t, reserved, 20, 4)                                          \
+    X(agg_dp_frag_t, src, 24, 8)                                               \
+    X(agg_dp_frag_t, dst, 32, 8)
+DEFINE_LAYOUT(dp_frag, agg_dp_frag_t, 40, DP_FRAG_LAYOUT)
+
+#define DP_NODE_LAYOUT(X)                                                      \
+    X(agg_dp_node_t, guid, 0, 8)                                               \
+    X(agg_dp_node_t, parent, 8, 4)                                             \
+    X(agg_dp_node_t, position, 12, 4)                                          \
+    X(agg_dp_node_t, expected, 16, 4)                                          \
+    X(agg_dp_node_t, an, 20, 4)                                                \
+    X(agg_dp_node_t, up, 24, 1)                                                \
+    X(agg_dp_node_t, reserved, 25, 3)                                          \
+    X(agg_dp_node_t, port, 28, 4)                                              \
+    X(agg_dp_node_t, slots_off, 32, 8)                                         \
+    X(agg_dp_node_t, bitmap_off, 40, 8)                                        \
+    X(agg_dp_node_t, bitmap_words, 48, 4)                                      \
+    X(agg_dp_node_t, num_down, 52, 4)                                          \
+    X(agg_dp_node_t, down_first, 56, 4)                                        \
+    X(agg_dp_node_t, reserved2, 60, 4)
+DEFINE_LAYOUT(dp_node, agg_dp_node_t, 64, DP_NODE_LAYOUT)
+
+#define DP_PORT_LAYOUT(X)                                                      \
+    X(agg_dp_port_t, seg, 0, 64)                                               \
+    X(agg_dp_port_t, node, 64, 4)                                              \
+    X(agg_dp_port_t, position, 68, 4)                                          \
+    X(agg_dp_port_t, pad, 72, 56)
+DEFINE_LAYOUT(dp_port, agg_dp_port_t, 128, DP_PORT_LAYOUT)
+
+#define DP_SLOT_LAYOUT(X)                                                      \
+    X(agg_dp_slot_t, state, 0, 4)                                              \
+    X(agg_dp_slot_t, status, 4, 4)                                             \
+    X(agg_dp_slot_t, done, 8, 8)                                               \
+    X(agg_dp_slot_t, cur, 16, 8)                                               \
+    X(agg_dp_slot_t, count, 24, 4)                                             \
+    X(agg_dp_slot_t, op, 28, 1)                                                \
+    X(agg_dp_slot_t, dtype, 29, 1)                                             \
+    X(agg_dp_slot_t, kind, 30, 1)                                              \
+    X(agg_dp_slot_t, flags, 31, 1)                                             \
+    X(agg_dp_slot_t, seen, 32, 8)                                              \
+    X(agg_dp_slot_t, reserved, 40, 8)
+DEFINE_LAYOUT(dp_slot, agg_dp_slot_t, 48, DP_SLOT_LAYOUT)
+
+#define DP_AN_LAYOUT(X)                                                        \
+    X(agg_dp_an_t, guid, 0, 8)                                                 \
+    X(agg_dp_an_t, sat_lock, 8, 4)                                             \
+    X(agg_dp_an_t, reserved, 12, 4)                                            \
+    X(agg_dp_an_t, sat_lock_taken, 16, 8)                                      \
+    X(agg_dp_an_t, pad, 24, 40)
+DEFINE_LAYOUT(dp_an, agg_dp_an_t, 64, DP_AN_LAYOUT)
+
+#define DP_HOST_LAYOUT(X)                                                      \
+    X(agg_dp_host_t, magic, 0, 4)                                              \
+    X(agg_dp_host_t, version, 4, 4)                                            \
+    X(agg_dp_host_t, num_ans, 8, 4)                                            \
+    X(agg_dp_host_t, workers, 12, 4)                                           \
+    X(agg_dp_host_t, pid, 16, 4)                                               \
+    X(agg_dp_host_t, pad0, 20, 44)                                             \
+    X(agg_dp_host_t, doorbell, 64, 4)                                          \
+    X(agg_dp_host_t, sleeping, 68, 4)                                          \
+    X(agg_dp_host_t, pad1, 72, 56)
+DEFINE_LAYOUT(dp_host, agg_dp_host_t, 128, DP_HOST_LAYOUT)
 
 typedef struct struct_pin {
     const char        *name;
@@ -248,47 +391,111 @@ static const struct_pin_t structs[] = {
     STRUCT(status, agg_msg_status_t, 4, AGG_FMT_STATUS),
     STRUCT(hello, agg_msg_hello_t, 72, AGG_FMT_HELLO),
     STRUCT(hello_reply, agg_msg_hello_reply_t, 16, AGG_FMT_HELLO_REPLY),
-    STRUCT(sim_register, agg_msg_sim_register_t, 144, AGG_FMT_SIM_REGISTER),
+    STRUCT(sim_register, agg_msg_sim_register_t, 88, AGG_FMT_SIM_REGISTER),
     STRUCT(sim_register_reply, agg_msg_sim_register_reply_t, 16,
            AGG_FMT_SIM_REGISTER_REPLY),
     STRUCT(switch, agg_wire_switch_t, 72, AGG_FMT_SWITCH),
-    STRUCT(group_config, agg_msg_group_config_t, 24, AGG_FMT_GROUP_CONFIG),
+    STRUCT(endpoint, agg_wire_endpoint_t, 136, AGG_FMT_ENDPOINT),
+    STRUCT(group_config, agg_msg_group_config_t, 32, AGG_FMT_GROUP_CONFIG),
     STRUCT(tree_node, agg_wire_tree_node_t, 16, AGG_FMT_TREE_NODE),
     STRUCT(member, agg_wire_member_t, 4, AGG_FMT_MEMBER),
-    STRUCT(group_config_reply, agg_msg_group_config_reply_t, 72,
+    STRUCT(group_config_reply, agg_msg_group_config_reply_t, 152,
            AGG_FMT_GROUP_CONFIG_REPLY),
-    STRUCT(group_ref, agg_msg_group_ref_t, 8, AGG_FMT_GROUP_REF),
-    STRUCT(job_create, agg_msg_job_create_t, 96, AGG_FMT_JOB_CREATE),
-    STRUCT(job_create_reply, agg_msg_job_create_reply_t, 40, AGG_FMT_JOB_CREATE_REPLY),
+    STRUCT(group_ref, agg_msg_group_ref_t, 16, AGG_FMT_GROUP_REF),
+    STRUCT(job_create, agg_msg_job_create_t, 168, AGG_FMT_JOB_CREATE),
+    STRUCT(job_create_reply, agg_msg_job_create_reply_t, 48, AGG_FMT_JOB_CREATE_REPLY),
     STRUCT(job_ref, agg_msg_job_ref_t, 8, AGG_FMT_JOB_REF),
-    STRUCT(group_create, agg_msg_group_create_t, 16, AGG_FMT_GROUP_CREATE),
-    STRUCT(group_create_reply, agg_msg_group_create_reply_t, 160,
+    STRUCT(group_create, agg_msg_group_create_t, 24, AGG_FMT_GROUP_CREATE),
+    STRUCT(group_create_reply, agg_msg_group_create_reply_t, 16,
            AGG_FMT_GROUP_CREATE_REPLY),
-    STRUCT(stats_reply, agg_msg_stats_reply_t, 56, AGG_FMT_STATS_REPLY),
-    STRUCT(frag_hdr, agg_frag_hdr_t, 16, NULL),
-    STRUCT(shm_bell, agg_shm_bell_t, 64, NULL),
-    STRUCT(shm_group, agg_shm_group_t, 128, NULL),
-    STRUCT(shm_channel, agg_shm_channel_t, 64, NULL),
+    STRUCT(group_tree, agg_wire_group_tree_t, 40, AGG_FMT_GROUP_TREE),
+    STRUCT(member_ep, agg_wire_member_ep_t, 16, AGG_FMT_MEMBER_EP),
+    STRUCT(stats_reply, agg_msg_stats_reply_t, 120, AGG_FMT_STATS_REPLY),
+    STRUCT(dp_seg, agg_dp_seg_t, 256, NULL),
+    STRUCT(dp_member, agg_dp_member_t, 32, NULL),
+    STRUCT(dp_counters, agg_dp_counters_t, 128, NULL),
+    STRUCT(dp_chan, agg_dp_chan_t, 192, NULL),
+    STRUCT(dp_frag, agg_dp_frag_t, 40, NULL),
+    STRUCT(dp_node, agg_dp_node_t, 64, NULL),
+    STRUCT(dp_port, agg_dp_port_t, 128, NULL),
+    STRUCT(dp_slot, agg_dp_slot_t, 48, NULL),
+    STRUCT(dp_an, agg_dp_an_t, 64, NULL),
+    STRUCT(dp_host, agg_dp_host_t, 128, NULL),
 };
 
 #define NUM_STRUCTS (sizeof(structs) / sizeof(structs[0]))
 
+/* Rows above with a format: one per AGG_FMT_* in agg/wire.h. */
+#define NUM_FORMATS 21
+
+#define MAX_FIELDS 32 /* the most fields a pinned struct has, rounded up */
+
 /* ---- constants ------------------------------------------------------ */
 
-_Static_assert(AGG_WIRE_MAGIC == 0x4147474du, "wire magic");
-_Static_assert(AGG_WIRE_VERSION == 1, "wire version");
-_Static_assert(AGG_WIRE_MAX_BODY == 1048576u, "max body");
-_Static_assert(AGG_WIRE_NAME_LEN == 64, "name length");
-_Static_assert(AGG_SHM_GROUP_MAGIC == 0x47475341u, "group segment magic");
-_Static_assert(AGG_SHM_BELL_MAGIC == 0x4c424741u, "doorbell magic");
-_Static_assert(AGG_SHM_VERSION == 3, "shm version");
-_Static_assert(AGG_CACHE_LINE == 64, "cache line");
-_Static_assert(AGG_FRAG_HDR_SIZE >= sizeof(agg_frag_hdr_t), "frag header room");
-_Static_assert(AGG_FRAG_HDR_SIZE % AGG_CACHE_LINE == 0, "payload line-aligned");
-_Static_assert(sizeof(agg_shm_bell_t) == AGG_CACHE_LINE, "bell is one line");
-_Static_assert(sizeof(agg_shm_group_t) == 2 * AGG_CACHE_LINE, "group header is two lines");
-_Static_assert(sizeof(agg_shm_channel_t) == AGG_CACHE_LINE, "channel is one line");
-_Static_assert(AGG_PEER_CLIENT == 1 && AGG_PEER_SIM == 2 && AGG_PEER_TOOL == 3, "peer kinds");
+/* Numbers both ends agree on: magics, versions, lengths, enum values, flag bits. */
+#define CONSTANTS(X)                                                           \
+    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 2)                       \
+    X(AGG_WIRE_MAX_BODY, 1048576) X(AGG_WIRE_NAME_LEN, 64)                     \
+    X(AGG_WIRE_EP_ADDR_LEN, 128)                                               \
+    X(AGG_PEER_CLIENT, 1) X(AGG_PEER_SIM, 2) X(AGG_PEER_TOOL, 3)               \
+    X(AGG_TL_SHM, 1)                                                           \
+    X(AGG_TREE_LLT, 0) X(AGG_TREE_SAT, 1)                                      \
+    X(AGG_GROUP_F_SAT, 0x01) X(AGG_GROUP_F_REPRODUCIBLE, 0x02)                 \
+    X(AGG_JOB_F_SAT, 0x01) X(AGG_JOB_F_SPREAD, 0x02)                           \
+    X(AGG_DP_MAGIC, 0x50444741) X(AGG_DP_HOST_MAGIC, 0x54534841)               \
+    X(AGG_DP_VERSION, 4) X(AGG_DP_LINE, 64) X(AGG_DP_NAME_LEN, 64)             \
+    X(AGG_DP_KIND_DATA, 0) X(AGG_DP_KIND_LOCK, 1) X(AGG_DP_KIND_UNLOCK, 2)     \
+    X(AGG_DP_KIND__COUNT, 3)                                                   \
+    X(AGG_DP_F_REPRODUCIBLE, 0x01)                                             \
+    X(AGG_DP_UP_ROOT, 0) X(AGG_DP_UP_LOCAL, 1) X(AGG_DP_UP_SHM, 2)             \
+    X(AGG_DP_FRAG_CMA, 0x01) X(AGG_DP_FRAG_FAILED, 0x02)                       \
+    X(AGG_DP_FRAG_SIZE, 64)                                                    \
+    X(AGG_DP_SLOT_LOCKED, 0x80000000) X(AGG_DP_SLOT_PENDING, 0x01)             \
+    X(AGG_DP_SLOT_HDR, 48) X(AGG_DP_ACC_FACTOR, 2)
+
+#define CONST_STATIC(_c, _v) _Static_assert((_c) == (_v), #_c);
+CONSTANTS(CONST_STATIC)
+
+#define CONST_ROW(_c, _v) {#_c, (unsigned long long)(_c), (_v)},
+static const struct {
+    const char        *name;
+    unsigned long long value, want;
+} constants[] = {CONSTANTS(CONST_ROW)};
+
+/*
+ * The data-path structs are cut into cache lines so that words written by
+ * different drivers never share one; their sizes and the lines their hot
+ * words start, as the comments in agg/dp.h say, in AGG_DP_LINE units.
+ */
+#define DP_LINES(X)                                                            \
+    X(sizeof(agg_dp_seg_t), 4 * AGG_DP_LINE)                                   \
+    X(offsetof(agg_dp_seg_t, nodes_off), 1 * AGG_DP_LINE)                      \
+    X(offsetof(agg_dp_seg_t, sleepers), 2 * AGG_DP_LINE)                       \
+    X(offsetof(agg_dp_seg_t, work_gen), 3 * AGG_DP_LINE)                       \
+    X(sizeof(agg_dp_an_t), AGG_DP_LINE)                                        \
+    X(sizeof(agg_dp_host_t), 2 * AGG_DP_LINE)                                  \
+    X(offsetof(agg_dp_host_t, doorbell), AGG_DP_LINE)                          \
+    X(sizeof(agg_dp_node_t), AGG_DP_LINE)                                      \
+    X(sizeof(agg_dp_counters_t), 2 * AGG_DP_LINE)                              \
+    X(offsetof(agg_dp_chan_t, drv), AGG_DP_LINE)                               \
+    X(sizeof(agg_dp_chan_t), AGG_DP_LINE + sizeof(agg_dp_counters_t))          \
+    X(sizeof(agg_dp_slot_t), AGG_DP_SLOT_HDR)
+
+#define LINE_STATIC(_got, _want) _Static_assert((_got) == (_want), #_got " == " #_want);
+DP_LINES(LINE_STATIC)
+
+#define LINE_ROW(_got, _want) {#_got, #_want, (_got), (_want)},
+static const struct {
+    const char *got_name, *want_name;
+    size_t      got, want;
+} dp_lines[] = {DP_LINES(LINE_ROW)};
+
+/* room: what the constants must hold */
+_Static_assert(AGG_WIRE_EP_ADDR_LEN % AGG_WIRE_NAME_LEN == 0, "an address is whole 's' letters");
+_Static_assert(2 * AGG_DP_NAME_LEN <= AGG_WIRE_EP_ADDR_LEN, "an SHM address holds two names");
+_Static_assert(sizeof(agg_dp_frag_t) <= AGG_DP_FRAG_SIZE, "staged fragment header room");
+_Static_assert(AGG_DP_FRAG_SIZE % AGG_DP_LINE == 0, "staged payload line-aligned");
+_Static_assert(AGG_DP_SLOT_HDR % 8 == 0, "accumulator 8-byte aligned");
 
 typedef struct type_pin {
     unsigned    value, want;
@@ -415,22 +622,23 @@ static void test_constants(void **state)
 {
     size_t i;
 
-    assert_int_equal(AGG_WIRE_MAGIC, 0x4147474d);
-    assert_int_equal(AGG_WIRE_VERSION, 1);
-    assert_int_equal(AGG_WIRE_MAX_BODY, 1048576);
-    assert_int_equal(AGG_WIRE_NAME_LEN, 64);
-    assert_int_equal(AGG_SHM_GROUP_MAGIC, 0x47475341);
-    assert_int_equal(AGG_SHM_BELL_MAGIC, 0x4c424741);
-    assert_int_equal(AGG_SHM_VERSION, 3);
-    assert_int_equal(AGG_CACHE_LINE, 64);
-    assert_true(AGG_FRAG_HDR_SIZE >= sizeof(agg_frag_hdr_t));
-    assert_int_equal(AGG_FRAG_HDR_SIZE % AGG_CACHE_LINE, 0);
-    assert_int_equal(sizeof(agg_shm_bell_t), AGG_CACHE_LINE);
-    assert_int_equal(sizeof(agg_shm_group_t), 2 * AGG_CACHE_LINE);
-    assert_int_equal(sizeof(agg_shm_channel_t), AGG_CACHE_LINE);
-    assert_int_equal(AGG_PEER_CLIENT, 1);
-    assert_int_equal(AGG_PEER_SIM, 2);
-    assert_int_equal(AGG_PEER_TOOL, 3);
+    for (i = 0; i < sizeof(constants) / sizeof(constants[0]); i++) {
+        if (constants[i].value != constants[i].want) {
+            fail_msg("%s is 0x%llx, pinned 0x%llx", constants[i].name, constants[i].value,
+                     constants[i].want);
+        }
+    }
+    for (i = 0; i < sizeof(dp_lines) / sizeof(dp_lines[0]); i++) {
+        if (dp_lines[i].got != dp_lines[i].want) {
+            fail_msg("%s is %zu, expected %s = %zu", dp_lines[i].got_name, dp_lines[i].got,
+                     dp_lines[i].want_name, dp_lines[i].want);
+        }
+    }
+    assert_int_equal(AGG_WIRE_EP_ADDR_LEN % AGG_WIRE_NAME_LEN, 0);
+    assert_true(2 * AGG_DP_NAME_LEN <= AGG_WIRE_EP_ADDR_LEN);
+    assert_true(sizeof(agg_dp_frag_t) <= AGG_DP_FRAG_SIZE);
+    assert_int_equal(AGG_DP_FRAG_SIZE % AGG_DP_LINE, 0);
+    assert_int_equal(AGG_DP_SLOT_HDR % 8, 0);
 
     assert_int_equal(sizeof(msg_types) / sizeof(msg_types[0]), AGG_MSG__MAX - 1);
     for (i = 0; i < sizeof(msg_types) / sizeof(msg_types[0]); i++) {
@@ -444,45 +652,75 @@ static void test_constants(void **state)
 
 /* ---- 2. format strings ---------------------------------------------- */
 
+/*
+ * Walks sp's format along its pinned fields: an integer field takes one
+ * letter of its size, a byte array one 's' per AGG_WIRE_NAME_LEN bytes (an
+ * endpoint address takes two). Fills letter[f] with field f's first letter;
+ * fails where the format and the fields disagree.
+ */
+static void fmt_walk(const struct_pin_t *sp, char *letter)
+{
+    const char *c = sp->fmt;
+    size_t f, off = 0;
+
+    for (f = 0; f < sp->num_fields; f++) {
+        const field_pin_t *fp = &sp->fields[f];
+        size_t first = (size_t)(c - sp->fmt), covered = 0;
+
+        if (*c == '\0') {
+            fail_msg("format \"%s\" ends at %zu bytes, %s.%s is %zu bytes at %zu", sp->fmt,
+                     off, sp->name, fp->name, fp->size, fp->off);
+        }
+        if (fmt_letter_size(*c) == 0) {
+            fail_msg("format \"%s\": unknown letter '%c'", sp->fmt, *c);
+        }
+        letter[f] = *c;
+        if (*c == 's') {
+            while (*c == 's' && covered < fp->size) {
+                covered += fmt_letter_size(*c++);
+            }
+        } else {
+            covered = fmt_letter_size(*c++);
+        }
+        if (off != fp->off || covered != fp->size) {
+            fail_msg("format \"%s\" letters %zu..%zu '%c' (%zu bytes at %zu) do not "
+                     "match %s.%s (%zu bytes at %zu)",
+                     sp->fmt, first, (size_t)(c - sp->fmt) - 1, letter[f], covered, off,
+                     sp->name, fp->name, fp->size, fp->off);
+        }
+        off += covered;
+    }
+    if (*c != '\0') {
+        fail_msg("format \"%s\" has letters from %zu past the last field of %s", sp->fmt,
+                 (size_t)(c - sp->fmt), sp->name);
+    }
+}
+
 static void test_formats_match_structs(void **state)
 {
-    size_t s, f, off;
+    size_t s, num_formats = 0;
 
     for (s = 0; s < NUM_STRUCTS; s++) {
         const struct_pin_t *sp = &structs[s];
+        char letter[MAX_FIELDS];
         uint8_t buf[256];
 
         if (sp->fmt == NULL) {
             continue;
         }
+        num_formats++;
         if (agg_wire_fmt_size(sp->fmt) != sp->size) {
             fail_msg("format \"%s\" covers %zu bytes, sizeof(%s) is %zu", sp->fmt,
                      agg_wire_fmt_size(sp->fmt), sp->name, sp->size);
         }
-        if (strlen(sp->fmt) != sp->num_fields) {
-            fail_msg("format \"%s\" has %zu letters, %s has %zu fields", sp->fmt,
-                     strlen(sp->fmt), sp->name, sp->num_fields);
-        }
-        off = 0;
-        for (f = 0; f < sp->num_fields; f++) {
-            const field_pin_t *fp = &sp->fields[f];
-            char c = sp->fmt[f];
-
-            if (fmt_letter_size(c) == 0) {
-                fail_msg("format \"%s\": unknown letter '%c'", sp->fmt, c);
-            }
-            if (off != fp->off || fmt_letter_size(c) != fp->size) {
-                fail_msg("format \"%s\" letter %zu '%c' (%zu bytes at %zu) does not "
-                         "match %s.%s (%zu bytes at %zu)",
-                         sp->fmt, f, c, fmt_letter_size(c), off, sp->name, fp->name,
-                         fp->size, fp->off);
-            }
-            off += fmt_letter_size(c);
-        }
+        assert_true(sp->num_fields <= MAX_FIELDS);
+        fmt_walk(sp, letter);
         assert_true(sp->size <= sizeof(buf));
         memset(buf, 0, sizeof(buf));
         assert_int_equal(agg_wire_swap(buf, sp->fmt, 1), sp->size);
     }
+    /* a new AGG_FMT_* gets a row in structs[] */
+    assert_int_equal(num_formats, NUM_FORMATS);
     assert_int_equal(agg_wire_fmt_size(""), 0);
 }
 
@@ -491,7 +729,7 @@ static void test_formats_match_structs(void **state)
 static void test_hdr_encode_bytes(void **state)
 {
     static const uint8_t want[16] = {0x41, 0x47, 0x47, 0x4d, /* "AGGM" */
-                                     0x00, 0x01,             /* version */
+                                     0x00, 0x02,             /* version */
                                      0x00, 0x09,             /* JOB_CREATE */
                                      0x01, 0x02, 0x03, 0x04, /* length */
                                      0xa1, 0xb2, 0xc3, 0xd4}; /* txid */
@@ -501,22 +739,40 @@ static void test_hdr_encode_bytes(void **state)
     assert_bytes(&hdr, want, sizeof(want));
 
     /* decode is the inverse; the length here is over the limit, so use a legal one */
-    agg_wire_hdr_encode(&hdr, AGG_MSG_STATS_REPLY, 56, 0xa1b2c3d4);
+    agg_wire_hdr_encode(&hdr, AGG_MSG_STATS_REPLY, 120, 0xa1b2c3d4);
     assert_int_equal(agg_wire_hdr_decode(&hdr), AGG_OK);
     assert_int_equal(hdr.magic, AGG_WIRE_MAGIC);
     assert_int_equal(hdr.version, AGG_WIRE_VERSION);
     assert_int_equal(hdr.type, AGG_MSG_STATS_REPLY);
-    assert_int_equal(hdr.length, 56);
+    assert_int_equal(hdr.length, 120);
     assert_int_equal(hdr.txid, 0xa1b2c3d4);
 }
 
+/* A whole JOB_CREATE body as libagg sends it: the fixed part, two host names, three ranks. */
 static void test_swap_job_create_bytes(void **state)
 {
-    agg_msg_job_create_t m, orig;
-    uint8_t want[96];
+    static const uint8_t want_fixed[40] = {
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* job_key */
+        0x11, 0x12, 0x13, 0x14,                         /* world_size */
+        0x21, 0x22, 0x23, 0x24,                         /* pid */
+        0x31, 0x32, 0x33, 0x34,                         /* quota_osts */
+        0x41, 0x42, 0x43, 0x44,                         /* quota_payload_per_ost */
+        0x51, 0x52, 0x53, 0x54,                         /* quota_max_groups */
+        0x61, 0x62, 0x63, 0x64,                         /* osts_per_group */
+        0x00, 0x00, 0x00, 0x03,                         /* flags: SAT | SPREAD */
+        0x00, 0x00, 0x00, 0x02,                         /* num_hosts */
+    };
+    static const uint8_t want_ranks[12] = {0x00, 0x00, 0x00, 0x01,  /* rank 0 on host 1 */
+                                           0x00, 0x00, 0x00, 0x00,  /* rank 1 on host 0 */
+                                           0x00, 0x00, 0x00, 0x01}; /* rank 2 on host 1 */
+    uint8_t body[168 + 2 * 64 + 3 * 4], orig[sizeof(body)];
+    agg_msg_job_create_t m;
+    uint32_t ranks[3] = {1, 0, 1};
+    uint8_t *names = body + sizeof(m);
     size_t i;
 
-    _Static_assert(sizeof(want) == sizeof(m), "buffer");
+    _Static_assert(sizeof(m) == 168, "fixed part");
+    memset(&m, 0, sizeof(m));
     m.job_key               = 0x0102030405060708ull;
     m.world_size            = 0x11121314;
     m.pid                   = 0x21222324;
@@ -524,30 +780,35 @@ static void test_swap_job_create_bytes(void **state)
     m.quota_payload_per_ost = 0x41424344;
     m.quota_max_groups      = 0x51525354;
     m.osts_per_group        = 0x61626364;
+    m.flags                 = AGG_JOB_F_SAT | AGG_JOB_F_SPREAD;
+    m.num_hosts             = 2;
     for (i = 0; i < sizeof(m.host); i++) {
-        m.host[i] = (char)(0x80 + i); /* every byte distinct, no NUL */
+        m.host[i]   = (char)(0x80 + i); /* every byte distinct, no NUL */
+        m.device[i] = (char)(0xc0 + i);
     }
-    orig = m;
+    memcpy(body, &m, sizeof(m));
+    for (i = 0; i < 2 * AGG_WIRE_NAME_LEN; i++) {
+        names[i] = (uint8_t)(0x20 + i % 0x5f); /* printable, no NUL */
+    }
+    memcpy(names + 2 * AGG_WIRE_NAME_LEN, ranks, sizeof(ranks));
+    memcpy(orig, body, sizeof(body));
 
-    for (i = 0; i < 8; i++) {
-        want[i] = (uint8_t)(i + 1);
-    }
-    for (i = 0; i < 6; i++) {
-        uint8_t hi = (uint8_t)((i + 1) << 4);
-
-        want[8 + 4 * i + 0] = hi | 1;
-        want[8 + 4 * i + 1] = hi | 2;
-        want[8 + 4 * i + 2] = hi | 3;
-        want[8 + 4 * i + 3] = hi | 4;
-    }
+    assert_int_equal(agg_wire_swap(body, AGG_FMT_JOB_CREATE, 1), 168);
+    assert_int_equal(agg_wire_swap(names + 2 * AGG_WIRE_NAME_LEN, "l", 3), 12);
+    assert_bytes(body, want_fixed, sizeof(want_fixed));
     for (i = 0; i < 64; i++) {
-        want[32 + i] = (uint8_t)(0x80 + i); /* the string is not swapped */
+        /* the strings are not swapped */
+        if (body[40 + i] != (uint8_t)(0x80 + i) || body[104 + i] != (uint8_t)(0xc0 + i)) {
+            fail_msg("host/device byte %zu is 0x%02x/0x%02x after swap", i, body[40 + i],
+                     body[104 + i]);
+        }
     }
+    assert_memory_equal(names, orig + 168, 2 * AGG_WIRE_NAME_LEN);
+    assert_bytes(names + 2 * AGG_WIRE_NAME_LEN, want_ranks, sizeof(want_ranks));
 
-    assert_int_equal(agg_wire_swap(&m, AGG_FMT_JOB_CREATE, 1), 96);
-    assert_bytes(&m, want, sizeof(want));
-    assert_int_equal(agg_wire_swap(&m, AGG_FMT_JOB_CREATE, 1), 96);
-    assert_memory_equal(&m, &orig, sizeof(m));
+    assert_int_equal(agg_wire_swap(body, AGG_FMT_JOB_CREATE, 1), 168);
+    assert_int_equal(agg_wire_swap(names + 2 * AGG_WIRE_NAME_LEN, "l", 3), 12);
+    assert_memory_equal(body, orig, sizeof(body));
 }
 
 static void test_swap_signed_and_arrays(void **state)
@@ -558,6 +819,10 @@ static void test_swap_signed_and_arrays(void **state)
         0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* fragments_in */
         0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, /* fragments_reduced */
     };
+    static const uint8_t want_stats_tail[8] = {
+        0x00, 0x00, 0x00, 0x05, /* sat_groups */
+        0x00, 0x00, 0x01, 0x00, /* workers */
+    };
     static const uint8_t want_nodes[32] = {
         0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0xff, 0xff, 0xff, 0xff,
         0x00, 0x00, 0x00, 0x00,                                               /* root */
@@ -565,6 +830,7 @@ static void test_swap_signed_and_arrays(void **state)
         0xde, 0xad, 0xbe, 0xef,                                               /* child */
     };
     agg_msg_stats_reply_t st = {0};
+    agg_wire_group_tree_t gt = {0};
     agg_wire_tree_node_t nodes[3];
     agg_msg_hello_t hello = {0};
 
@@ -572,10 +838,20 @@ static void test_swap_signed_and_arrays(void **state)
     st.groups            = 2;
     st.fragments_in      = 0x0102030405060708ull;
     st.fragments_reduced = UINT64_MAX - 1;
-    assert_int_equal(agg_wire_swap(&st, AGG_FMT_STATS_REPLY, 1), 56);
+    st.sat_groups        = 5;
+    st.workers           = 256;
+    assert_int_equal(agg_wire_swap(&st, AGG_FMT_STATS_REPLY, 1), 120);
     assert_bytes(&st, want_stats, sizeof(want_stats));
+    assert_bytes((uint8_t *)&st + 112, want_stats_tail, sizeof(want_stats_tail));
     agg_wire_swap(&st, AGG_FMT_STATS_REPLY, 1);
     assert_int_equal(st.status, AGG_ERR_PROTOCOL);
+    assert_int_equal(st.workers, 256);
+
+    /* a refused SAT tree in a GROUP_CREATE_REPLY: its status is negative */
+    gt.status = AGG_ERR_NO_RESOURCE;
+    gt.tree   = AGG_TREE_SAT;
+    assert_int_equal(agg_wire_swap(&gt, AGG_FMT_GROUP_TREE, 1), 40);
+    assert_bytes(&gt, (const uint8_t[8]){0xff, 0xff, 0xfe, 0xd3, 0, 0, 0, 1}, 8);
 
     /* count > 1 walks consecutive structs and stops after the last */
     memset(nodes, 0x5a, sizeof(nodes));
@@ -606,10 +882,13 @@ static void test_swap_every_format(void **state)
     for (s = 0; s < NUM_STRUCTS; s++) {
         const struct_pin_t *sp = &structs[s];
         uint8_t orig[256], buf[256];
+        char letter[MAX_FIELDS];
 
         if (sp->fmt == NULL) {
             continue;
         }
+        assert_true(sp->num_fields <= MAX_FIELDS);
+        fmt_walk(sp, letter);
         for (i = 0; i < sp->size; i++) {
             orig[i] = (uint8_t)(i * 7 + s + 1);
         }
@@ -619,8 +898,8 @@ static void test_swap_every_format(void **state)
             const field_pin_t *fp = &sp->fields[f];
 
             for (i = 0; i < fp->size; i++) {
-                uint8_t want = sp->fmt[f] == 's' ? orig[fp->off + i]
-                                                 : orig[fp->off + fp->size - 1 - i];
+                uint8_t want = letter[f] == 's' ? orig[fp->off + i]
+                                                : orig[fp->off + fp->size - 1 - i];
 
                 if (buf[fp->off + i] != want) {
                     fail_msg("%s.%s byte %zu is 0x%02x after swap, expected 0x%02x",
@@ -655,7 +934,8 @@ static void test_hdr_decode_checks(void **state)
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, AGG_WIRE_VERSION, UINT32_MAX),
                      AGG_ERR_PROTOCOL);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0, 0), AGG_ERR_VERSION);
-    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 2, 0), AGG_ERR_VERSION);
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 1, 0), AGG_ERR_VERSION); /* a version 1 peer */
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 3, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0x0100, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(0, AGG_WIRE_VERSION, 0), AGG_ERR_PROTOCOL);
     /* a host-order (unswapped) magic is not accepted */
@@ -672,7 +952,7 @@ static void test_hdr_decode_checks(void **state)
 
 static void test_msg_roundtrip(void **state)
 {
-    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x01, 0x00, 0x01,
+    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x02, 0x00, 0x01,
                                          0x00, 0x00, 0x00, 0x48, 0x00, 0x00, 0x00, 0x4d};
     agg_msg_hello_t hello = {.kind = AGG_PEER_SIM, .pid = 31337}, got;
     agg_msg_hdr_t hdr;
@@ -761,7 +1041,7 @@ static void test_msg_bad_header_from_peer(void **state)
     assert_int_equal(write(fds[0], &raw, sizeof(raw)), sizeof(raw));
     assert_int_equal(agg_msg_recv(fds[1], &hdr, body, sizeof(body), 1000), AGG_ERR_PROTOCOL);
 
-    raw = (agg_msg_hdr_t){.magic = AGG_WIRE_MAGIC, .version = 2, .type = 1};
+    raw = (agg_msg_hdr_t){.magic = AGG_WIRE_MAGIC, .version = 1, .type = 1};
     agg_wire_swap(&raw, AGG_FMT_HDR, 1);
     assert_int_equal(write(fds[0], &raw, sizeof(raw)), sizeof(raw));
     assert_int_equal(agg_msg_recv(fds[1], &hdr, body, sizeof(body), 1000), AGG_ERR_VERSION);
@@ -993,6 +1273,93 @@ static void test_status_strings(void **state)
     }
 }
 
+/* ---- 7. the stats file ---------------------------------------------- */
+
+/* A value for field f of the stats reply that no other field has and that fills its width. */
+static uint64_t stats_value(size_t f, size_t size)
+{
+    return size == 8 ? 0xf000000000000000ull + f * 0x0101010101ull : 0x80000000u + f;
+}
+
+/*
+ * switchsim's --stats-file and agg_info -S: one "name value" line for every
+ * counter of the STATS_REPLY (every field but the status), named as its
+ * field. Scripts read these names, so they are pinned here.
+ */
+static void test_stats_print(void **state)
+{
+    static const char *const named[] = {"fragments_in", "llt_fragments_in", "sat_chunks_in",
+                                        "sat_bytes_in"};
+    const size_t n = sizeof(stats_reply_fields) / sizeof(stats_reply_fields[0]);
+    unsigned seen[MAX_FIELDS] = {0};
+    agg_msg_stats_reply_t st;
+    char out[4096], *line, *save = NULL;
+    size_t f, i, lines = 0;
+    FILE *file;
+
+    assert_true(n <= MAX_FIELDS);
+    assert_string_equal(stats_reply_fields[0].name, "status");
+    memset(&st, 0, sizeof(st));
+    st.status = AGG_ERR_GENERIC; /* not a counter */
+    for (f = 1; f < n; f++) {
+        const field_pin_t *fp = &stats_reply_fields[f];
+        uint64_t v64 = stats_value(f, fp->size);
+        uint32_t v32 = (uint32_t)v64;
+
+        memcpy((uint8_t *)&st + fp->off, fp->size == 8 ? (void *)&v64 : (void *)&v32, fp->size);
+    }
+
+    memset(out, 0, sizeof(out));
+    file = fmemopen(out, sizeof(out), "w");
+    assert_non_null(file);
+    agg_wire_stats_print(&st, file);
+    assert_int_equal(fclose(file), 0);
+    assert_true(strlen(out) < sizeof(out) - 1);
+    assert_true(strlen(out) > 0 && out[strlen(out) - 1] == '\n');
+
+    for (line = strtok_r(out, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        char *space = strchr(line, ' '), *end;
+        unsigned long long value;
+
+        lines++;
+        if (space == NULL || space == line || space[1] < '0' || space[1] > '9') {
+            fail_msg("stats line %zu \"%s\" is not \"name value\"", lines, line);
+        }
+        *space = '\0';
+        errno  = 0;
+        value  = strtoull(space + 1, &end, 10);
+        if (errno != 0 || *end != '\0') {
+            fail_msg("stats line %zu: \"%s\" has value \"%s\"", lines, line, space + 1);
+        }
+        for (f = 1; f < n && strcmp(stats_reply_fields[f].name, line) != 0; f++) {
+        }
+        if (f == n) {
+            fail_msg("stats line %zu names \"%s\", not a counter of agg_msg_stats_reply_t",
+                     lines, line);
+        }
+        if (seen[f]++ != 0) {
+            fail_msg("stats line %zu: \"%s\" printed twice", lines, line);
+        }
+        if (value != stats_value(f, stats_reply_fields[f].size)) {
+            fail_msg("stats line %zu: %s is %llu, the reply says %llu", lines, line, value,
+                     (unsigned long long)stats_value(f, stats_reply_fields[f].size));
+        }
+    }
+    for (f = 1; f < n; f++) {
+        if (seen[f] == 0) {
+            fail_msg("counter %s is not printed", stats_reply_fields[f].name);
+        }
+    }
+    assert_int_equal(lines, n - 1);
+    for (i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+        for (f = 1; f < n && strcmp(stats_reply_fields[f].name, named[i]) != 0; f++) {
+        }
+        if (f == n || seen[f] != 1) {
+            fail_msg("no \"%s\" line", named[i]);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1012,6 +1379,7 @@ int main(void)
         cmocka_unit_test(test_msg_call),
         cmocka_unit_test(test_msg_type_names),
         cmocka_unit_test(test_status_strings),
+        cmocka_unit_test(test_stats_print),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,6 +187,13 @@ agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char 
                             size_t errlen);
 
 /*
+ * Writes an example libconfig file: `header` (comment lines), then every
+ * setting of the scopes at its default, each after its doc as a comment.
+ * conf/aggmgr.conf and conf/libagg.conf are written by this (agg_info -e).
+ */
+void agg_conf_write_example(unsigned scope_mask, const char *header, FILE *out);
+
+/*
  * Splits an AGG_CONF_T_ADDR value ("host:port" or "[v6addr]:port") into host
  * (NUL-terminated, without brackets) and port. Returns AGG_ERR_PARSE for a
  * malformed address, AGG_ERR_INVALID_PARAM when host does not fit in hostlen;

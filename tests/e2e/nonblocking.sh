@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Non-blocking allreduces (MPI_Iallreduce through the shim) completed out
+# of order with every MPI wait and test call, next to point-to-point
+# requests; communicators over the same ranks competing for the SAT lock,
+# taking turns with SHARP_COLL_SAT_LOCK_BATCH_SIZE=1 and falling back to
+# the LLT (once said why) when one keeps it.
+. "$(dirname "$0")/lib.sh"
+
+run_nb() { # name np [mpirun args...]
+    local name=$1 np=$2
+    shift 2
+    "$BIN/aggrun" --stats-file "$TMP/$name.stats" -- "${MPIRUN[@]}" -np "$np" \
+        -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 -x SHARP_COLL_LOG_LEVEL=3 "$@" \
+        "$BIN/nb_check" --rounds 3 >"$TMP/$name.out" 2>&1 ||
+        { cat "$TMP/$name.out"; fail "$name: nb_check failed"; }
+    expect_clean "$TMP/$name.out" nb_check "$name: wrong results"
+    grep -E "^nb_check" "$TMP/$name.out"
+}
+SAT=(-x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096)
+
+run_nb llt 2
+[ "$(stat sat_chunks_in "$TMP/llt.stats")" -eq 0 ] || fail "SAT used though not enabled"
+grep -q "[1-9][0-9]* non-blocking" "$TMP/llt.out" || fail "no MPI_Iallreduce was offloaded"
+
+for np in 2 4; do
+    run_nb batch1_$np $np "${SAT[@]}" -x SHARP_COLL_SAT_LOCK_BATCH_SIZE=1
+    granted=$(stat locks_granted "$TMP/batch1_$np.stats")
+    [ "$granted" -gt 10 ] || fail "batch size 1: only $granted lock grants, communicators did not take turns"
+
+    run_nb keep_$np $np "${SAT[@]}"
+    [ "$(stat locks_granted "$TMP/keep_$np.stats")" -eq 1 ] || fail "unlimited batch: the lock changed hands"
+    [ "$(stat locks_busy "$TMP/keep_$np.stats")" -gt 0 ] || fail "unlimited batch: nobody was refused"
+    [ "$(grep -c 'goes to the LLT instead of SAT' "$TMP/keep_$np.out")" -ge 1 ] ||
+        fail "a communicator refused the SAT lock did not say why it used the LLT"
+    # at most two SAT groups per switch (an_sat_flows): the others say so
+    [ "$(grep -c 'has no SAT group' "$TMP/keep_$np.out")" -ge 1 ] ||
+        fail "no communicator reported the SAT-flow limit"
+done
+[ "$(stat sat_groups "$TMP/keep_2.stats")" -eq 0 ] # none left at the end
+check_clean "$TMP"/*
+echo "PASS"
