@@ -51,10 +51,11 @@ static void agg__dp_unlock(agg_dp_seg_t *s, agg_dp_slot_t *slot, uint32_t pushed
 }
 
 /*
- * Ready for the next use: nothing seen, nothing pushed, unlocked. A node
- * below the top records the fragment as done (so a late copy of it is
- * recognised); node 0 of a segment whose parent is elsewhere does not: its
- * `done` is what members read, and only the result coming down sets it.
+ * Ready for the next use: nothing seen, nothing pushed, unlocked, and the
+ * fragment recorded as moved on, so that a late copy of it is recognised. A
+ * node below the top also records it as done; node 0 of a segment whose
+ * parent is elsewhere does not: its `done` is what members read, and only the
+ * result coming down sets it.
  */
 static void agg__dp_reset(agg_dp_seg_t *s, const agg_dp_node_t *node, agg_dp_slot_t *slot)
 {
@@ -64,6 +65,7 @@ static void agg__dp_reset(agg_dp_seg_t *s, const agg_dp_node_t *node, agg_dp_slo
     if (node->up == AGG_DP_UP_LOCAL) {
         __atomic_store_n(&slot->done, slot->cur, __ATOMIC_RELAXED);
     }
+    slot->moved = slot->cur; /* a late copy of it is a duplicate, whatever the node */
     slot->flags = 0;
     agg__dp_unlock(s, slot, 0);
 }
@@ -168,8 +170,9 @@ static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t 
 /* Is a contribution something this segment's nodes can take at all? */
 static int agg__dp_valid(const agg_dp_seg_t *s, const agg_dp_contrib_t *c)
 {
-    if (c->kind >= AGG_DP_KIND__COUNT) {
-        return 0;
+    if (c->kind >= AGG_DP_KIND__COUNT ||
+        (c->kind != AGG_DP_KIND_DATA && s->tree != AGG_TREE_SAT)) {
+        return 0; /* only a SAT group has a lock to ask for */
     }
     if (c->kind != AGG_DP_KIND_DATA || c->count == 0 || c->status != AGG_OK) {
         return 1;
@@ -447,7 +450,8 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
     seen   = agg__dp_seen(s, node, slot, c->n) + position / 64;
     /* seen already: in this use, or a late copy of a fragment completed here */
     if ((pushed > 0 && (*seen & bit)) ||
-        (pushed == 0 && c->n == __atomic_load_n(&slot->done, __ATOMIC_RELAXED))) {
+        (pushed == 0 && (c->n == slot->moved ||
+                         c->n == __atomic_load_n(&slot->done, __ATOMIC_RELAXED)))) {
         agg_dp_count(&drv->ctr->duplicates, 1);
         agg__dp_unlock(s, slot, pushed);
         return AGG_OK;

@@ -100,9 +100,11 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     size_t size;
     agg_status_t st;
 
-    if (cfg->tree > AGG_TREE_SAT || cfg->num_nodes == 0 || cfg->num_nodes > 4096 ||
+    /* group id 0 would read as "free" in a SAT lock word */
+    if (cfg->group_id == 0 || cfg->tree > AGG_TREE_SAT || cfg->num_nodes == 0 ||
+        cfg->num_nodes > 4096 ||
         cfg->num_members == 0 || cfg->num_members > 65536) {
-        agg_error("group %u: bad shape (tree %u, %u nodes, %u members)", cfg->group_id,
+        agg_error("group %u: bad shape or group id (tree %u, %u nodes, %u members)", cfg->group_id,
                   cfg->tree, cfg->num_nodes, cfg->num_members);
         return AGG_ERR_INVALID_PARAM;
     }

@@ -82,7 +82,7 @@ static void *switchsim__worker_main(void *arg)
         /* spinning while ranks and switchsim outnumber the cores only takes
            the CPU from the process being waited for */
         wait.spin = (long)__atomic_load_n(&sim->members_total, __ATOMIC_RELAXED) +
-                    sim->num_workers > (unsigned long)sim->num_cpus &&
+                    (long)sim->num_workers > sim->num_cpus &&
                     sim->conf.v[AGG_CONF_SPIN_COUNT].source == AGG_CONF_SRC_DEFAULT ?
                     0 : spin;
         agg_wait_idle(&wait, &sim->host->doorbell, &sim->host->sleeping,

@@ -355,6 +355,8 @@ static void test_sat_lock(void **state)
     assert_int_equal(agg_dp_host_check(host, agg_dp_host_size(4), why, sizeof(why)), AGG_OK);
     g1->view.host = host;
     g2->view.host = host;
+    g1->view.seg->tree     = AGG_TREE_SAT; /* only SAT groups have a lock to ask for */
+    g2->view.seg->tree     = AGG_TREE_SAT;
     g2->view.seg->group_id = 8;
 
 #define LOCKOP(_t, _n, _kind)                                                       \
@@ -391,6 +393,15 @@ static void test_sat_lock(void **state)
     assert_int_equal(agg_dp_result(g1->view.seg, 4)->status, AGG_ERR_SAT_LOCK_BUSY);
     assert_int_equal(agg_dp_host_an(host, 0)->sat_lock, 0);
 #undef LOCKOP
+    /* an LLT group asking for the lock gets a malformed-fragment error */
+    g1->view.seg->tree = AGG_TREE_LLT;
+    c.n    = 5;
+    c.kind = AGG_DP_KIND_LOCK;
+    for (m = 0; m < 2; ++m) {
+        assert_int_equal(agg_dp_push(&g1->view, 1, m, &c, &g1->drv), AGG_OK);
+    }
+    assert_int_equal(agg_dp_result(g1->view.seg, 5)->status, AGG_ERR_BAD_FRAGMENT);
+    assert_int_equal(agg_dp_host_an(host, 0)->sat_lock, 0);
     munmap(host, agg_dp_host_size(4));
     dp_test_free(g1);
     dp_test_free(g2);
@@ -425,6 +436,67 @@ static void test_many_children_bitmap(void **state)
     dp_test_free(t);
 }
 
+/*
+ * A tree over three segments in one process: root segment A with two child
+ * segments B and C joined by ports. A late copy of a fragment that B's top
+ * already forwarded (before the result came down) is a duplicate, not the
+ * start of a new fragment.
+ */
+static dp_test_seg_t *port_seg(agg_dp_node_desc_t *nd, uint32_t members,
+                               const uint32_t *leaf, agg_dp_port_t *ports, uint32_t np)
+{
+    agg_dp_shape_t sh = {.group_id = 9, .tree = AGG_TREE_LLT, .window = 1, .payload = 64,
+                         .num_nodes = 1, .nodes = nd, .num_members = members,
+                         .member_leaf = leaf, .num_ports = np, .ports = ports};
+
+    return dp_test_build(&sh);
+}
+
+static void test_ports_late_duplicate(void **state)
+{
+    uint32_t leaf[2] = {0, 0};
+    agg_dp_port_t pa[2] = {{.node = 0}, {.node = 0}}, pb = {.node = 0, .position = 0},
+                  pc = {.node = 0, .position = 1};
+    agg_dp_node_desc_t na = {.guid = 0xa0, .parent = -1, .up = AGG_DP_UP_ROOT, .extra = 2,
+                             .num_down = 2};
+    agg_dp_node_desc_t nb = {.guid = 0xb0, .parent = -1, .up = AGG_DP_UP_SHM};
+    dp_test_seg_t *a = port_seg(&na, 0, leaf, pa, 2), *b = port_seg(&nb, 2, leaf, &pb, 1),
+                  *c = port_seg(&nb, 1, leaf, &pc, 1);
+    agg_dp_view_t *peers_a[2], *peers_b[1], *peers_c[1];
+    int32_t x[4] = {1, 2, 3, 4}, out[4];
+    uint64_t n;
+
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    peers_a[0] = &b->view;
+    peers_a[1] = &c->view;
+    peers_b[0] = peers_c[0] = &a->view;
+    a->view.peers = peers_a;
+    b->view.peers = peers_b;
+    c->view.peers = peers_c;
+    for (n = 1; n <= 5; n += 2) {
+        assert_int_equal(dp_test_push(b, 0, n, AGG_DTYPE_INT32, AGG_OP_SUM, x, 4), AGG_OK);
+        assert_int_equal(dp_test_push(b, 1, n, AGG_DTYPE_INT32, AGG_OP_SUM, x, 4), AGG_OK);
+        if (n == 1) {
+            /* B's top forwarded fragment 1; the result has not come down yet */
+            assert_null(agg_dp_result(b->view.seg, 1));
+            assert_int_equal(dp_test_push(b, 0, 1, AGG_DTYPE_INT32, AGG_OP_SUM, x, 4), AGG_OK);
+            assert_int_equal(b->ctr.duplicates, 1);
+        }
+        assert_int_equal(dp_test_push(c, 0, n, AGG_DTYPE_INT32, AGG_OP_SUM, x, 4), AGG_OK);
+        /* the result came down into both child segments */
+        assert_non_null(agg_dp_result(b->view.seg, n));
+        assert_non_null(agg_dp_result(c->view.seg, n));
+        agg_dp_copy_out(agg_dp_result(b->view.seg, n), out);
+        assert_int_equal(out[0], 3);
+        assert_int_equal(out[3], 12);
+    }
+    dp_test_free(a);
+    dp_test_free(b);
+    dp_test_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_half_in_float),
         cmocka_unit_test(test_sat_lock),
         cmocka_unit_test(test_many_children_bitmap),
+        cmocka_unit_test(test_ports_late_duplicate),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -373,7 +373,7 @@ static void test_bad_config(void **state)
     t.members[2].leaf = t.members[3].leaf = 1; /* leaf 0x30 with nobody below it */
     refused(&t, AGG_ERR_INVALID_PARAM, "node 2 (0x0000000000000030) has no child");
     t = tree3(29, 2, 0x10, 4, 256);
-    refused(&t, AGG_ERR_INVALID_PARAM, "group 29: bad shape (tree 2");
+    refused(&t, AGG_ERR_INVALID_PARAM, "group 29: bad shape or group id (tree 2");
     t = tree3(30, AGG_TREE_LLT, 0x10, 4, 256);
     t.cfg.num_members = 0;
     refused(&t, AGG_ERR_INVALID_PARAM, "group 30: bad shape");

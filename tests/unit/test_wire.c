@@ -351,7 +351,7 @@ DEFINE_LAYOUT(dp_port, agg_dp_port_t, 128, DP_PORT_LAYOUT)
     X(agg_dp_slot_t, kind, 30, 1)                                              \
     X(agg_dp_slot_t, flags, 31, 1)                                             \
     X(agg_dp_slot_t, seen, 32, 8)                                              \
-    X(agg_dp_slot_t, reserved, 40, 8)
+    X(agg_dp_slot_t, moved, 40, 8)
 DEFINE_LAYOUT(dp_slot, agg_dp_slot_t, 48, DP_SLOT_LAYOUT)
 
 #define DP_AN_LAYOUT(X)                                                        \

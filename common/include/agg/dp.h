@@ -222,7 +222,7 @@ typedef struct agg_dp_slot {
     uint8_t  kind;
     uint8_t  flags;  /* AGG_DP_SLOT_* */
     uint64_t seen;   /* children seen, when the node has at most 64 */
-    uint64_t reserved;
+    uint64_t moved;  /* last fragment this slot moved on (forwarded or published) */
 } agg_dp_slot_t;
 
 #define AGG_DP_SLOT_HDR 48
