@@ -22,7 +22,7 @@
 
 static float value(int rank, size_t i, int iter)
 {
-    unsigned h = (unsigned)(rank * 7919 + (int)i * 104729 + iter * 31);
+    unsigned h = (unsigned)rank * 7919u + (unsigned)i * 104729u + (unsigned)iter * 31u;
     float mag  = (float)(h % 1000) + 0.125f;
     int e      = (int)((h >> 10) % 9) - 3; /* 1e-3 .. 1e5 */
 
