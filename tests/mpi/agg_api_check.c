@@ -93,6 +93,159 @@ static void check_sum(agg_comm_t *ac, MPI_Comm comm, size_t count)
     free(out);
 }
 
+/*
+ * float16 and bfloat16 through libagg: sums of values exact in both
+ * formats, and one whose result shows that the nodes add in float32 (2048 +
+ * 1 + 1 is 2048 one float16 addition at a time, 2050 in float32).
+ */
+static void check_half(agg_comm_t *ac, MPI_Comm comm, int bf16)
+{
+    enum { N = 3000 };
+    uint16_t *in = malloc(N * 2), *out = malloc(N * 2);
+    float (*to)(uint16_t)    = bf16 ? agg_bf16_to_float : agg_half_to_float;
+    uint16_t (*from)(float)  = bf16 ? agg_float_to_bf16 : agg_float_to_half;
+    agg_reduce_spec_t rs = {.sbuf = in, .rbuf = out, .count = N,
+                            .dtype = bf16 ? AGG_DTYPE_BFLOAT16 : AGG_DTYPE_FLOAT16,
+                            .op = AGG_OP_SUM};
+    int crank, csize, r;
+    size_t i, bad = 0;
+
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &csize);
+    for (i = 0; i < N; ++i) {
+        in[i] = from((float)(crank + 1) * 0.25f + (float)(i % 8));
+    }
+    CHECK(agg_allreduce(ac, &rs) == AGG_OK);
+    for (i = 0; i < N; ++i) {
+        float want = 0;
+        for (r = 0; r < csize; ++r) {
+            want += (float)(r + 1) * 0.25f + (float)(i % 8);
+        }
+        bad += out[i] != from(want);
+    }
+    CHECK(bad == 0);
+    if (!bf16 && csize >= 3) {
+        in[0] = from(crank == 0 ? 2048.0f : 1.0f);
+        rs.count = 1;
+        CHECK(agg_allreduce(ac, &rs) == AGG_OK);
+        CHECK(to(out[0]) == to(from(2048.0f + (float)(csize - 1))));
+        CHECK(to(out[0]) != 2048.0f);
+    }
+    free(in);
+    free(out);
+}
+
+/* Requests: in flight together, completed in reverse, one freed before it completes. */
+static void check_requests(agg_comm_t *ac, MPI_Comm comm, int sat)
+{
+    enum { K = 5 };
+    static const size_t counts[K] = {3, 70000, 1, 513, 300000};
+    int32_t *s[K], *r[K];
+    agg_request_t *req[K];
+    agg_request_info_t info;
+    int csize, crank, k;
+    size_t i, bad = 0;
+
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &csize);
+    for (k = 0; k < K; ++k) {
+        agg_reduce_spec_t rs = {.count = counts[k], .dtype = AGG_DTYPE_INT32,
+                                .op = AGG_OP_SUM};
+
+        s[k] = malloc(counts[k] * 4);
+        r[k] = malloc(counts[k] * 4);
+        for (i = 0; i < counts[k]; ++i) {
+            s[k][i] = (int32_t)((crank + 1) * (k + 1) + (int)(i % 5));
+        }
+        rs.sbuf = s[k];
+        rs.rbuf = r[k];
+        CHECK(agg_iallreduce(ac, &rs, &req[k]) == AGG_OK);
+    }
+    /* the first is let go while in flight: it completes anyway, behind the others */
+    agg_request_free(req[0]);
+    for (k = K - 1; k >= 1; --k) {
+        agg_status_t st;
+
+        while ((st = agg_request_test(req[k])) == AGG_INPROGRESS) {
+            agg_comm_progress(ac);
+        }
+        CHECK(st == AGG_OK);
+        agg_request_info(req[k], &info);
+        CHECK(info.tree == (sat && counts[k] * 4 >= 4096 ? AGG_AGGR_SAT : AGG_AGGR_LLT));
+        CHECK(agg_request_wait(req[k]) == AGG_OK); /* done: wait returns at once */
+        agg_request_free(req[k]);
+    }
+    for (k = 0; k < K; ++k) {
+        for (i = 0; i < counts[k]; ++i) {
+            bad += r[k][i] != (int32_t)(csize * (csize + 1) / 2 * (k + 1) + csize * (int)(i % 5));
+        }
+        free(s[k]);
+        free(r[k]);
+    }
+    CHECK(bad == 0);
+}
+
+/* The tree per call; device pointers are refused, never dereferenced; pairs. */
+static void check_modes(agg_comm_t *ac, MPI_Comm comm, int sat)
+{
+    static int32_t s[100000], r[100000];
+    agg_reduce_spec_t rs = {.sbuf = s, .rbuf = r, .count = 100000, .dtype = AGG_DTYPE_INT32,
+                            .op = AGG_OP_MAX, .mode = AGG_AGGR_SAT};
+    agg_float32_int32_t ps[16], pr[16];
+    agg_request_t *req;
+    agg_request_info_t info;
+    int crank, csize, i;
+
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &csize);
+    for (i = 0; i < 100000; ++i) {
+        s[i] = crank * 3 + i % 7;
+    }
+    if (!sat) {
+        CHECK(agg_allreduce(ac, &rs) == AGG_ERR_SAT_UNAVAILABLE);
+        CHECK(agg_comm_has_sat(ac) == 0);
+    } else {
+        CHECK(agg_comm_has_sat(ac) == 1);
+        CHECK(agg_iallreduce(ac, &rs, &req) == AGG_OK);
+        CHECK(agg_request_wait(req) == AGG_OK);
+        agg_request_info(req, &info);
+        CHECK(info.tree == AGG_AGGR_SAT);
+        agg_request_free(req);
+        CHECK(r[5] == (csize - 1) * 3 + 5);
+    }
+    rs.mode = AGG_AGGR_LLT; /* large, but on the LLT because asked */
+    CHECK(agg_iallreduce(ac, &rs, &req) == AGG_OK);
+    CHECK(agg_request_wait(req) == AGG_OK);
+    agg_request_info(req, &info);
+    CHECK(info.tree == AGG_AGGR_LLT);
+    CHECK(info.fragments > 1);
+    agg_request_free(req);
+    CHECK(r[99999] == (csize - 1) * 3 + 99999 % 7);
+    rs.mode     = (agg_aggr_mode_t)7;
+    CHECK(agg_allreduce(ac, &rs) == AGG_ERR_INVALID_PARAM);
+    rs.mode     = AGG_AGGR_AUTO;
+    rs.sbuf     = (void *)8; /* a device pointer: must not be touched */
+    rs.sbuf_mem = AGG_MEM_CUDA;
+    CHECK(agg_allreduce(ac, &rs) == AGG_ERR_NOT_SUPPORTED);
+    /* MINLOC on value-index pairs */
+    for (i = 0; i < 16; ++i) {
+        ps[i].value = (float)((i + crank) % 3);
+        ps[i].index = crank;
+    }
+    rs = (agg_reduce_spec_t){.sbuf = ps, .rbuf = pr, .count = 16,
+                             .dtype = AGG_DTYPE_FLOAT32_INT32, .op = AGG_OP_MINLOC};
+    CHECK(agg_allreduce(ac, &rs) == AGG_OK);
+    for (i = 0; i < 16; ++i) {
+        int m, best = 0;
+        for (m = 1; m < csize; ++m) {
+            if ((i + m) % 3 < (i + best) % 3) {
+                best = m;
+            }
+        }
+        CHECK(pr[i].value == (float)((i + best) % 3) && pr[i].index == best);
+    }
+}
+
 int main(int argc, char **argv)
 {
     agg_context_spec_t spec = {0};
@@ -167,6 +320,16 @@ int main(int argc, char **argv)
     check_sum(half, split, caps.payload_per_ost / 8 + 1);
     check_sum(world, oob, (size_t)caps.payload_per_ost * caps.osts_per_group / 8 * 3 + 5);
     check_sum(half, split, 100000);
+    {
+        const char *e = getenv("SHARP_COLL_ENABLE_SAT");
+        int sat = e != NULL && strcmp(e, "1") == 0;
+
+        CHECK(((caps.features & AGG_FEATURE_SAT) != 0) == sat);
+        check_half(world, oob, 0);
+        check_half(half, split, 1);
+        check_requests(world, oob, sat && agg_comm_has_sat(world));
+        check_modes(world, oob, sat);
+    }
 
     CHECK(agg_comm_destroy(half) == AGG_OK);
     /* a new group after one was released */
