@@ -205,7 +205,7 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     sim->groups = g;
     sim->num_groups++;
     sim->groups_total++;
-    sim->members_total += g->num_members;
+    __atomic_fetch_add(&sim->members_total, g->num_members, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&sim->lock);
     switchsim_workers_kick(sim);
 
@@ -239,7 +239,7 @@ agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id, uint8_
             g   = *pp;
             *pp = g->next;
             sim->num_groups--;
-            sim->members_total -= g->num_members;
+            __atomic_fetch_sub(&sim->members_total, g->num_members, __ATOMIC_RELAXED);
             switchsim__group_free(sim, g);
             break;
         }
@@ -260,7 +260,7 @@ void switchsim_group_destroy_all(switchsim_t *sim)
     while ((g = sim->groups) != NULL) {
         sim->groups = g->next;
         sim->num_groups--;
-        sim->members_total -= g->num_members;
+        __atomic_fetch_sub(&sim->members_total, g->num_members, __ATOMIC_RELAXED);
         switchsim__group_free(sim, g);
     }
     pthread_rwlock_unlock(&sim->lock);
