@@ -256,18 +256,10 @@ static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
                          &rep, sizeof(rep), &len);
     free(cfg);
     if (st == AGG_OK) {
-        if (len == sizeof(agg_msg_status_t)) {
-            agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-            st = rep.status != AGG_OK ? rep.status : AGG_ERR_PROTOCOL;
-        } else if (len != sizeof(rep)) {
+        st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_GROUP_CONFIG_REPLY);
+        if (st == AGG_OK && (rep.endpoint.length == 0 ||
+                             rep.endpoint.length > sizeof(rep.endpoint.addr))) {
             st = AGG_ERR_PROTOCOL;
-        } else {
-            agg_wire_swap(&rep, AGG_FMT_GROUP_CONFIG_REPLY, 1);
-            st = rep.status;
-            if (st == AGG_OK && (rep.endpoint.length == 0 ||
-                                 rep.endpoint.length > sizeof(rep.endpoint.addr))) {
-                st = AGG_ERR_PROTOCOL;
-            }
         }
     }
     if (st != AGG_OK) {

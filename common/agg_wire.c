@@ -63,6 +63,23 @@ size_t agg_wire_swap(void *s, const char *fmt, size_t count)
     return (size_t)(p - (uint8_t *)s);
 }
 
+agg_status_t agg_wire_reply_decode(void *rep, size_t len, size_t full, const char *fmt)
+{
+    int32_t status;
+
+    if (len == sizeof(agg_msg_status_t)) {
+        agg_wire_swap(rep, AGG_FMT_STATUS, 1);
+        memcpy(&status, rep, sizeof(status));
+        return status != AGG_OK ? (agg_status_t)status : AGG_ERR_PROTOCOL;
+    }
+    if (len != full || full < sizeof(status)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    agg_wire_swap(rep, fmt, 1);
+    memcpy(&status, rep, sizeof(status));
+    return (agg_status_t)status;
+}
+
 void agg_wire_hdr_encode(agg_msg_hdr_t *out, uint16_t type, uint32_t length,
                          uint32_t txid)
 {

@@ -164,15 +164,7 @@ static agg_status_t agg__job_create(agg_context_t *ctx, const char *names)
                             agg_status_string(st));
         return AGG_ERR_JOB_CREATE;
     }
-    if (len == sizeof(agg_msg_status_t)) {
-        agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-        st = rep.status != AGG_OK ? rep.status : AGG_ERR_PROTOCOL;
-    } else if (len != sizeof(rep)) {
-        st = AGG_ERR_PROTOCOL;
-    } else {
-        agg_wire_swap(&rep, AGG_FMT_JOB_CREATE_REPLY, 1);
-        st = rep.status;
-    }
+    st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_JOB_CREATE_REPLY);
     if (st != AGG_OK) {
         agg__set_last_error("the aggregation manager refused the job: %s",
                             agg_status_string(st));

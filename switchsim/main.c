@@ -44,26 +44,10 @@ static void switchsim_usage(FILE *out)
 
 static void switchsim_write_stats(switchsim_t *sim, const char *path)
 {
-    agg_msg_stats_reply_t rep = {0};
-    agg_dp_counters_t s;
+    agg_msg_stats_reply_t rep;
     FILE *f;
 
-    switchsim_stats(sim, &s);
-    rep.fragments_in      = s.llt_fragments_in + s.sat_chunks_in;
-    rep.llt_fragments_in  = s.llt_fragments_in;
-    rep.sat_chunks_in     = s.sat_chunks_in;
-    rep.bytes_in          = s.bytes_in;
-    rep.sat_bytes_in      = s.sat_bytes_in;
-    rep.fragments_reduced = s.reductions;
-    rep.results_out       = s.results_out;
-    rep.errors            = s.errors;
-    rep.duplicates        = s.duplicates;
-    rep.locks_granted     = s.locks_granted;
-    rep.locks_busy        = s.locks_busy;
-    rep.zcopy_bytes       = s.zcopy_bytes;
-    rep.groups            = sim->num_groups;
-    rep.groups_total      = sim->groups_total;
-    rep.workers           = sim->num_workers;
+    switchsim_stats_reply(sim, &rep);
     f = fopen(path, "w");
     if (f == NULL) {
         agg_error("cannot write stats file %s: %s", path, strerror(errno));

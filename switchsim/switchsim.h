@@ -150,6 +150,9 @@ void switchsim_workers_kick(switchsim_t *sim);
 /* Every driver's counters added up: workers, live groups' ranks, retired ranks. */
 void switchsim_stats(switchsim_t *sim, agg_dp_counters_t *sum);
 
+/* The counters as a STATS_REPLY (host order): for aggmgr and the stats file. */
+void switchsim_stats_reply(switchsim_t *sim, agg_msg_stats_reply_t *rep);
+
 /* ---- control link to aggmgr (switchsim_ctl.c) ---- */
 
 agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms);

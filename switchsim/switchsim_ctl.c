@@ -138,32 +138,9 @@ reply:
 
 static agg_status_t switchsim__on_stats(switchsim_t *sim, uint32_t txid)
 {
-    agg_msg_stats_reply_t rep = {0};
-    agg_dp_counters_t s;
-    switchsim_group_t *g;
+    agg_msg_stats_reply_t rep;
 
-    switchsim_stats(sim, &s);
-    pthread_rwlock_rdlock(&sim->lock);
-    rep.groups       = sim->num_groups;
-    rep.groups_total = sim->groups_total;
-    for (g = sim->groups; g != NULL; g = g->next) {
-        rep.sat_groups += g->tree == AGG_TREE_SAT;
-    }
-    pthread_rwlock_unlock(&sim->lock);
-    rep.status            = AGG_OK;
-    rep.fragments_in      = s.llt_fragments_in + s.sat_chunks_in;
-    rep.fragments_reduced = s.reductions;
-    rep.results_out       = s.results_out;
-    rep.bytes_in          = s.bytes_in;
-    rep.errors            = s.errors;
-    rep.llt_fragments_in  = s.llt_fragments_in;
-    rep.sat_chunks_in     = s.sat_chunks_in;
-    rep.sat_bytes_in      = s.sat_bytes_in;
-    rep.duplicates        = s.duplicates;
-    rep.locks_granted     = s.locks_granted;
-    rep.locks_busy        = s.locks_busy;
-    rep.zcopy_bytes       = s.zcopy_bytes;
-    rep.workers           = sim->num_workers;
+    switchsim_stats_reply(sim, &rep);
     agg_wire_swap(&rep, AGG_FMT_STATS_REPLY, 1);
     return agg_msg_send(sim->am_fd, AGG_MSG_STATS_REPLY, txid, &rep, sizeof(rep),
                         SWITCHSIM_CTL_TIMEOUT_MS);

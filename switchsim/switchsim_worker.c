@@ -168,3 +168,33 @@ void switchsim_stats(switchsim_t *sim, agg_dp_counters_t *sum)
     }
     pthread_rwlock_unlock(&sim->lock);
 }
+
+void switchsim_stats_reply(switchsim_t *sim, agg_msg_stats_reply_t *rep)
+{
+    agg_dp_counters_t s;
+    switchsim_group_t *g;
+
+    switchsim_stats(sim, &s);
+    memset(rep, 0, sizeof(*rep));
+    pthread_rwlock_rdlock(&sim->lock);
+    rep->groups       = sim->num_groups;
+    rep->groups_total = sim->groups_total;
+    for (g = sim->groups; g != NULL; g = g->next) {
+        rep->sat_groups += g->tree == AGG_TREE_SAT;
+    }
+    pthread_rwlock_unlock(&sim->lock);
+    rep->status            = AGG_OK;
+    rep->fragments_in      = s.llt_fragments_in + s.sat_chunks_in;
+    rep->fragments_reduced = s.reductions;
+    rep->results_out       = s.results_out;
+    rep->bytes_in          = s.bytes_in;
+    rep->errors            = s.errors;
+    rep->llt_fragments_in  = s.llt_fragments_in;
+    rep->sat_chunks_in     = s.sat_chunks_in;
+    rep->sat_bytes_in      = s.sat_bytes_in;
+    rep->duplicates        = s.duplicates;
+    rep->locks_granted     = s.locks_granted;
+    rep->locks_busy        = s.locks_busy;
+    rep->zcopy_bytes       = s.zcopy_bytes;
+    rep->workers           = sim->num_workers;
+}

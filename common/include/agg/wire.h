@@ -305,6 +305,14 @@ size_t agg_wire_fmt_size(const char *fmt);
  */
 size_t agg_wire_swap(void *s, const char *fmt, size_t count);
 
+/*
+ * A reply that is either a bare status (a refusal) or the whole struct of
+ * `full` bytes and layout `fmt`, whose first field is a status: converts it
+ * to host order and returns that status. A bare AGG_OK, or any other
+ * length, is AGG_ERR_PROTOCOL.
+ */
+agg_status_t agg_wire_reply_decode(void *rep, size_t len, size_t full, const char *fmt);
+
 /* Encodes the 16-byte header into wire order. */
 void agg_wire_hdr_encode(agg_msg_hdr_t *out, uint16_t type, uint32_t length,
                          uint32_t txid);
