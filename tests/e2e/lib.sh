@@ -17,7 +17,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-MPIRUN=(mpirun --oversubscribe --mca btl self,vader)
+export E2E_MPIRUN_TMP=$TMP
+MPIRUN=("$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/mpirun.sh" --oversubscribe --mca btl self,vader)
 if [ "$(id -u)" = 0 ]; then
     MPIRUN+=(--allow-run-as-root)
 fi
