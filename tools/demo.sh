@@ -45,7 +45,8 @@ fi
 cat <<BANNER
 == demo: in-network allreduce offload vs. host allreduce
 ==   fabric:  aggmgr + switchsim on loopback (aggrun, built-in fat tree)
-==   job:     $np MPI ranks on $(nproc) cores, hcoll_shim preloaded, HCOLL_ENABLE_SHARP=3
+==   job:     $np MPI ranks on $(nproc) cores, hcoll_shim preloaded, HCOLL_ENABLE_SHARP=3,
+==            SHARP_COLL_ENABLE_SAT=1 (streaming from 16 KiB)
 ==   program: agg_allreduce_perf ${*:-(defaults: 8 B .. 16 MiB, float sum)}
 ==   columns: offload = MPI_Allreduce through the shim; host = PMPI_Allreduce (Open MPI)
 ==   limit:   ${limit} s
@@ -58,5 +59,6 @@ exec timeout --kill-after=10 "$limit" \
     mpirun "${mpi_args[@]}" \
         -x LD_PRELOAD="$preload" \
         -x HCOLL_ENABLE_SHARP=3 \
+        -x SHARP_COLL_ENABLE_SAT=1 \
         -x SHARP_COLL_LOG_LEVEL=3 \
         "$build/bin/agg_allreduce_perf" "$@"

@@ -59,6 +59,7 @@
 #include "agg/reduce.h"
 #include "agg/shm.h"
 #include "switchsim.h"
+#include "../unit/switchsim_test.h"
 
 #define FUZZ_NUM_SWITCHES 8
 #define FUZZ_MAX_BYTES    (8u << 20) /* segment and member buffers, per run */
@@ -113,31 +114,17 @@ static agg_wire_switch_t fuzz_switches[FUZZ_NUM_SWITCHES];
 
 static void fuzz_cleanup(void)
 {
-    switchsim_group_destroy_all(&fuzz_sim);
-    switchsim_an_fini(&fuzz_sim);
-    pthread_rwlock_destroy(&fuzz_sim.lock);
+    switchsim_test_fini(&fuzz_sim);
 }
 
 /* One switchsim hosting 0x10..0x80, set up as main.c does, without aggmgr or workers. */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     const char *lvl = getenv("AGG_FUZZ_LOG_LEVEL");
-    pthread_rwlockattr_t attr;
-    int i;
 
     agg_log_set_level(lvl != NULL ? atoi(lvl) : AGG_LOG_TRACE);
-    memset(&fuzz_sim, 0, sizeof(fuzz_sim));
-    agg_conf_init(&fuzz_sim.conf);
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&fuzz_sim.lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
-    fuzz_sim.am_fd       = -1;
-    fuzz_sim.num_cpus    = 1;
-    fuzz_sim.num_workers = 1;
-    for (i = 0; i < FUZZ_NUM_SWITCHES; i++) {
-        fuzz_switches[i].guid = 0x10u * (uint64_t)(i + 1);
-    }
+    switchsim_test_init(&fuzz_sim, 1, 1);
+    switchsim_test_switches(fuzz_switches, FUZZ_NUM_SWITCHES);
     if (switchsim_an_init(&fuzz_sim, fuzz_switches, FUZZ_NUM_SWITCHES) != AGG_OK) {
         abort();
     }

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "agg/reduce.h"
+#include "reduce_test.h"
 
 enum kind { K_SINT, K_UINT, K_HALF, K_BF16, K_F32, K_F64, K_PAIR };
 
@@ -83,45 +84,6 @@ static int op_supported(enum kind k, int op)
 }
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-/* splitmix64: small, seeded, the same sequence everywhere. */
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint64_t f64_bits(double d)
-{
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-}
-
-static double bits_f64(uint64_t u)
-{
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
 
 static uint64_t width_mask(size_t size)
 {

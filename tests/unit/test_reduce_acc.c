@@ -20,31 +20,7 @@
 #include <string.h>
 
 #include "agg/reduce.h"
-
-static uint64_t rng_state;
-
-/* splitmix64: small, seeded, the same sequence everywhere. */
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#include "reduce_test.h"
 
 static const int half_dtypes[] = { AGG_DTYPE_FLOAT16, AGG_DTYPE_BFLOAT16 };
 static const int arith_ops[]   = { AGG_OP_SUM, AGG_OP_PROD, AGG_OP_MIN, AGG_OP_MAX };
@@ -84,17 +60,6 @@ static int same_bits(int op, uint32_t got, uint32_t want, int got_nan, int want_
 static int half_is_nan(int dtype, uint16_t h)
 {
     return isnan(widen1(dtype, h));
-}
-
-/* The level a test runs at; skip() where this build or CPU has none. */
-static int level_of(void **state)
-{
-    int isa = *(const int *)*state;
-    if (!agg_isa_supported(isa)) {
-        print_message("level %s not available here: skipped\n", agg_isa_name(isa));
-        skip();
-    }
-    return isa;
 }
 
 /* Accumulator values: widened 16-bit ones (ties, NaN payloads), any bits, specials. */
@@ -366,14 +331,6 @@ static void test_lookups(void **state)
         }
     }
 }
-
-static const int levels[AGG_ISA__COUNT] = { AGG_ISA_SCALAR, AGG_ISA_AVX2_F16C, AGG_ISA_AVX512 };
-
-#define LEVEL_TEST(_fn, _isa)                                                 \
-    { .name = #_fn "/" #_isa, .test_func = _fn, .initial_state = (void *)&levels[_isa] }
-#define LEVEL_TESTS(_fn)                                                      \
-    LEVEL_TEST(_fn, AGG_ISA_SCALAR), LEVEL_TEST(_fn, AGG_ISA_AVX2_F16C),      \
-    LEVEL_TEST(_fn, AGG_ISA_AVX512)
 
 int main(void)
 {

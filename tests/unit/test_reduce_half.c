@@ -26,41 +26,14 @@
 #endif
 
 #include "agg/reduce.h"
+#include "reduce_test.h"
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-/* splitmix64: small, seeded, the same sequence everywhere. */
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* The same mix as a function of n, so that any slice of inputs is reproducible. */
 static uint64_t hash64(uint64_t n)
 {
-    uint64_t z = n * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return mix64(n * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull);
 }
 
 /* ---- the scalar conversions ------------------------------------------ */
@@ -290,17 +263,6 @@ static uint16_t ref_narrow(int dtype, uint32_t bits)
                                       : agg_float_to_bf16(bits_f32(bits));
 }
 
-/* The level a test runs at; skip() where this build or CPU has none. */
-static int level_of(void **state)
-{
-    int isa = *(const int *)*state;
-    if (!agg_isa_supported(isa)) {
-        print_message("level %s not available here: skipped\n", agg_isa_name(isa));
-        skip();
-    }
-    return isa;
-}
-
 static const uint32_t narrow_specials[] = {
     0x477fe000u, 0x477fefffu, 0x477ff000u, 0x477ff001u, 0xc77ff000u, /* 65504, 65520 */
     0x477fffffu, 0x47800000u, 0x7f7fffffu, 0xff7fffffu,             /* 65536, FLT_MAX */
@@ -516,14 +478,6 @@ static void test_convert_mxcsr(void **state)
     free(h);
 }
 #endif
-
-static const int levels[AGG_ISA__COUNT] = { AGG_ISA_SCALAR, AGG_ISA_AVX2_F16C, AGG_ISA_AVX512 };
-
-#define LEVEL_TEST(_fn, _isa)                                                 \
-    { .name = #_fn "/" #_isa, .test_func = _fn, .initial_state = (void *)&levels[_isa] }
-#define LEVEL_TESTS(_fn)                                                      \
-    LEVEL_TEST(_fn, AGG_ISA_SCALAR), LEVEL_TEST(_fn, AGG_ISA_AVX2_F16C),      \
-    LEVEL_TEST(_fn, AGG_ISA_AVX512)
 
 int main(void)
 {

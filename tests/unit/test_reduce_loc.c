@@ -20,17 +20,7 @@
 #include <string.h>
 
 #include "agg/reduce.h"
-
-static uint64_t rng_state;
-
-/* splitmix64: small, seeded, the same sequence everywhere. */
-static uint64_t rng_next(void)
-{
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "reduce_test.h"
 
 enum vkind { V_F32, V_F64, V_I64, V_I32, V_I16 };
 

@@ -21,6 +21,7 @@
 #include "agg/shm.h"
 #include "agg/wait.h"
 #include "switchsim.h"
+#include "switchsim_test.h"
 
 #define NUM_SWITCHES 8
 
@@ -34,13 +35,6 @@
 static switchsim_t sim;
 static agg_wire_switch_t switches[NUM_SWITCHES];
 
-/* A GROUP_CONFIG body in host order, as switchsim_ctl.c hands it on. */
-typedef struct test_cfg {
-    agg_msg_group_config_t cfg;
-    agg_wire_tree_node_t   nodes[3];
-    agg_wire_member_t      members[4];
-} test_cfg_t;
-
 /* A member's mapping of a group segment, by its name. */
 typedef struct test_member_view {
     agg_dp_seg_t *seg;
@@ -49,31 +43,14 @@ typedef struct test_member_view {
 
 static int setup(void **state)
 {
-    pthread_rwlockattr_t attr;
-    uint32_t i;
-
-    memset(&sim, 0, sizeof(sim));
-    agg_conf_init(&sim.conf);
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&sim.lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
-    sim.am_fd       = -1;
-    sim.num_cpus    = sysconf(_SC_NPROCESSORS_ONLN);
-    sim.num_workers = 2;
-    for (i = 0; i < NUM_SWITCHES; ++i) {
-        switches[i].guid = 0x10u * (i + 1); /* sorted, as registration leaves them */
-        snprintf(switches[i].desc, sizeof(switches[i].desc), "sw%u", i + 1);
-    }
+    switchsim_test_init(&sim, sysconf(_SC_NPROCESSORS_ONLN), 2);
+    switchsim_test_switches(switches, NUM_SWITCHES);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    switchsim_workers_stop(&sim);
-    switchsim_group_destroy_all(&sim);
-    switchsim_an_fini(&sim);
-    pthread_rwlock_destroy(&sim.lock);
+    switchsim_test_fini(&sim);
     return 0;
 }
 
@@ -82,21 +59,7 @@ static void host_switches(void)
     assert_int_equal(switchsim_an_init(&sim, switches, NUM_SWITCHES), AGG_OK);
 }
 
-/* Root `root` with leaves root+0x10 (members 0, 1) and root+0x20 (members 2, 3). */
-static test_cfg_t tree3(uint32_t id, uint8_t tree, uint64_t root, uint32_t osts,
-                        uint32_t payload)
-{
-    test_cfg_t t = {
-        .cfg     = {.group_id = id, .job_id = 1, .num_members = 4, .num_nodes = 3,
-                    .osts = osts, .payload = payload, .tree = tree},
-        .nodes   = {{root, -1, 0}, {root + 0x10, 0, 0}, {root + 0x20, 0, 0}},
-        .members = {{1}, {1}, {2}, {2}},
-    };
-
-    return t;
-}
-
-static switchsim_group_t *make_group(test_cfg_t *t)
+static switchsim_group_t *make_group(switchsim_test_cfg_t *t)
 {
     switchsim_group_t *g = NULL;
 
@@ -176,7 +139,7 @@ static int count_segments(int *host)
 
 static void test_group_segment(void **state)
 {
-    test_cfg_t t = tree3(1, AGG_TREE_LLT, 0x10, 4, 256);
+    switchsim_test_cfg_t t = switchsim_test_tree3(1, AGG_TREE_LLT, 0x10, 4, 256);
     switchsim_group_t *g, *dup = NULL, *sat;
     test_member_view_t v;
     agg_dp_host_t *h;
@@ -271,7 +234,7 @@ static void check_int_sum(const agg_dp_slot_t *r, uint64_t n)
 
 static void test_workers_reduce(void **state)
 {
-    test_cfg_t t = tree3(2, AGG_TREE_LLT, 0x10, 4, 256);
+    switchsim_test_cfg_t t = switchsim_test_tree3(2, AGG_TREE_LLT, 0x10, 4, 256);
     switchsim_group_t *g;
     test_member_view_t v;
     agg_dp_counters_t c;
@@ -363,8 +326,8 @@ static const agg_dp_slot_t *sat_round(agg_dp_seg_t *s, uint64_t n, uint8_t kind,
 
 static void test_sat_group(void **state)
 {
-    test_cfg_t t = tree3(3, AGG_TREE_SAT, 0x10, 2, 4096);
-    test_cfg_t t2 = tree3(4, AGG_TREE_SAT, 0x10, 2, 4096);
+    switchsim_test_cfg_t t = switchsim_test_tree3(3, AGG_TREE_SAT, 0x10, 2, 4096);
+    switchsim_test_cfg_t t2 = switchsim_test_tree3(4, AGG_TREE_SAT, 0x10, 2, 4096);
     test_member_view_t v, v2;
     const agg_dp_slot_t *r;
     agg_dp_counters_t c;
@@ -421,8 +384,8 @@ static void test_sat_group(void **state)
 
 static void test_destroy_all_unlinks(void **state)
 {
-    test_cfg_t a = tree3(5, AGG_TREE_LLT, 0x10, 2, 128);
-    test_cfg_t b = tree3(6, AGG_TREE_LLT, 0x40, 2, 128);
+    switchsim_test_cfg_t a = switchsim_test_tree3(5, AGG_TREE_LLT, 0x10, 2, 128);
+    switchsim_test_cfg_t b = switchsim_test_tree3(6, AGG_TREE_LLT, 0x40, 2, 128);
     uint32_t k;
     int host;
 

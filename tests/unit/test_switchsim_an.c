@@ -19,6 +19,7 @@
 
 #include "agg/shm.h"
 #include "switchsim.h"
+#include "switchsim_test.h"
 
 #define NUM_SWITCHES 8
 
@@ -26,39 +27,16 @@ static switchsim_t sim;
 static agg_wire_switch_t switches[NUM_SWITCHES];
 static char logged[8192]; /* what the last create_logged() call wrote to stderr */
 
-typedef struct test_cfg {
-    agg_msg_group_config_t cfg;
-    agg_wire_tree_node_t   nodes[3];
-    agg_wire_member_t      members[4];
-} test_cfg_t;
-
 static int setup(void **state)
 {
-    pthread_rwlockattr_t attr;
-    uint32_t i;
-
-    memset(&sim, 0, sizeof(sim));
-    agg_conf_init(&sim.conf);
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&sim.lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
-    sim.am_fd       = -1;
-    sim.num_cpus    = sysconf(_SC_NPROCESSORS_ONLN);
-    sim.num_workers = 1;
-    for (i = 0; i < NUM_SWITCHES; ++i) {
-        switches[i].guid = 0x10u * (i + 1);
-        snprintf(switches[i].desc, sizeof(switches[i].desc), "sw%u", i + 1);
-    }
+    switchsim_test_init(&sim, sysconf(_SC_NPROCESSORS_ONLN), 1);
+    switchsim_test_switches(switches, NUM_SWITCHES);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    switchsim_workers_stop(&sim);
-    switchsim_group_destroy_all(&sim);
-    switchsim_an_fini(&sim);
-    pthread_rwlock_destroy(&sim.lock);
+    switchsim_test_fini(&sim);
     return 0;
 }
 
@@ -83,25 +61,11 @@ static void host_switches(const char *osts, const char *buffer_mb, const char *s
     assert_int_equal(switchsim_an_init(&sim, switches, NUM_SWITCHES), AGG_OK);
 }
 
-/* Root `root` with leaves root+0x10 (members 0, 1) and root+0x20 (members 2, 3). */
-static test_cfg_t tree3(uint32_t id, uint8_t tree, uint64_t root, uint32_t osts,
-                        uint32_t payload)
-{
-    test_cfg_t t = {
-        .cfg     = {.group_id = id, .job_id = 1, .num_members = 4, .num_nodes = 3,
-                    .osts = osts, .payload = payload, .tree = tree},
-        .nodes   = {{root, -1, 0}, {root + 0x10, 0, 0}, {root + 0x20, 0, 0}},
-        .members = {{1}, {1}, {2}, {2}},
-    };
-
-    return t;
-}
-
 /* One switch alone, its four members below it. */
-static test_cfg_t tree1(uint32_t id, uint8_t tree, uint64_t guid, uint32_t osts,
-                        uint32_t payload)
+static switchsim_test_cfg_t tree1(uint32_t id, uint8_t tree, uint64_t guid, uint32_t osts,
+                                  uint32_t payload)
 {
-    test_cfg_t t = tree3(id, tree, guid, osts, payload);
+    switchsim_test_cfg_t t = switchsim_test_tree3(id, tree, guid, osts, payload);
 
     t.cfg.num_nodes = 1;
     memset(t.members, 0, sizeof(t.members));
@@ -109,7 +73,7 @@ static test_cfg_t tree1(uint32_t id, uint8_t tree, uint64_t guid, uint32_t osts,
 }
 
 /* switchsim_group_create with what it logs captured in `logged`. */
-static agg_status_t create_logged(const test_cfg_t *t, switchsim_group_t **g)
+static agg_status_t create_logged(const switchsim_test_cfg_t *t, switchsim_group_t **g)
 {
     FILE *tmp = tmpfile();
     int saved = dup(2);
@@ -131,7 +95,7 @@ static agg_status_t create_logged(const test_cfg_t *t, switchsim_group_t **g)
     return st;
 }
 
-static switchsim_group_t *make_group(const test_cfg_t *t)
+static switchsim_group_t *make_group(const switchsim_test_cfg_t *t)
 {
     switchsim_group_t *g = NULL;
 
@@ -141,7 +105,7 @@ static switchsim_group_t *make_group(const test_cfg_t *t)
 }
 
 /* Refused with `st`, a message saying `why`, and nothing left behind. */
-static void refused(const test_cfg_t *t, agg_status_t st, const char *why)
+static void refused(const switchsim_test_cfg_t *t, agg_status_t st, const char *why)
 {
     switchsim_group_t *g = NULL;
     uint32_t groups = sim.num_groups;
@@ -179,10 +143,10 @@ static void all_free(void)
 
 static void test_osts_and_slots(void **state)
 {
-    test_cfg_t big = tree3(1, AGG_TREE_LLT, 0x10, 16, 256);
-    test_cfg_t one = tree1(2, AGG_TREE_LLT, 0x30, 6, 256);
-    test_cfg_t t   = tree3(3, AGG_TREE_LLT, 0x10, 4, 256);
-    test_cfg_t extra = tree1(4, AGG_TREE_LLT, 0x20, 2, 256);
+    switchsim_test_cfg_t big = switchsim_test_tree3(1, AGG_TREE_LLT, 0x10, 16, 256);
+    switchsim_test_cfg_t one = tree1(2, AGG_TREE_LLT, 0x30, 6, 256);
+    switchsim_test_cfg_t t   = switchsim_test_tree3(3, AGG_TREE_LLT, 0x10, 4, 256);
+    switchsim_test_cfg_t extra = tree1(4, AGG_TREE_LLT, 0x20, 2, 256);
 
     host_switches("8", NULL, NULL, "2");
     refused(&big, AGG_ERR_NO_RESOURCE, "has no OSTs left for group 1");
@@ -218,9 +182,9 @@ static void test_osts_and_slots(void **state)
 static void test_buffer(void **state)
 {
     /* 2 x 32 slots of 48 + 2 x 4096 bytes, rounded to 8256: half of 1 MiB */
-    test_cfg_t half = tree3(1, AGG_TREE_LLT, 0x10, 32, 4096);
-    test_cfg_t more = tree3(2, AGG_TREE_LLT, 0x10, 32, 4096);
-    test_cfg_t whole = tree3(3, AGG_TREE_LLT, 0x10, 64, 4096);
+    switchsim_test_cfg_t half = switchsim_test_tree3(1, AGG_TREE_LLT, 0x10, 32, 4096);
+    switchsim_test_cfg_t more = switchsim_test_tree3(2, AGG_TREE_LLT, 0x10, 32, 4096);
+    switchsim_test_cfg_t whole = switchsim_test_tree3(3, AGG_TREE_LLT, 0x10, 64, 4096);
     switchsim_group_t *g;
     uint64_t need;
 
@@ -242,7 +206,7 @@ static void test_buffer(void **state)
 
 static void test_sat_flows(void **state)
 {
-    test_cfg_t t = tree3(1, AGG_TREE_SAT, 0x10, 4, 1024);
+    switchsim_test_cfg_t t = switchsim_test_tree3(1, AGG_TREE_SAT, 0x10, 4, 1024);
     uint32_t k;
 
     host_switches(NULL, NULL, "2", NULL);
@@ -267,7 +231,7 @@ static void test_sat_flows(void **state)
 
 static void test_destroy_returns_lock(void **state)
 {
-    test_cfg_t t = tree3(5, AGG_TREE_SAT, 0x10, 2, 1024);
+    switchsim_test_cfg_t t = switchsim_test_tree3(5, AGG_TREE_SAT, 0x10, 2, 1024);
     agg_dp_host_t *h;
     size_t hsize;
     uint32_t k;
@@ -296,9 +260,10 @@ static void test_destroy_returns_lock(void **state)
 
 static void test_reap_locks(void **state)
 {
-    test_cfg_t a = tree3(11, AGG_TREE_SAT, 0x10, 2, 1024); /* a member died */
-    test_cfg_t b = tree3(12, AGG_TREE_SAT, 0x40, 2, 1024); /* alive */
-    test_cfg_t c = tree1(12, AGG_TREE_LLT, 0x80, 2, 1024); /* b's LLT part, member died */
+    /* a: a member died; b: alive; c: b's LLT part, a member died */
+    switchsim_test_cfg_t a = switchsim_test_tree3(11, AGG_TREE_SAT, 0x10, 2, 1024);
+    switchsim_test_cfg_t b = switchsim_test_tree3(12, AGG_TREE_SAT, 0x40, 2, 1024);
+    switchsim_test_cfg_t c = tree1(12, AGG_TREE_LLT, 0x80, 2, 1024);
     switchsim_group_t *ga, *gb, *gc;
     uint32_t k, gen;
     pid_t child;
@@ -348,37 +313,37 @@ static void test_reap_locks(void **state)
 
 static void test_bad_config(void **state)
 {
-    test_cfg_t t;
+    switchsim_test_cfg_t t;
 
     host_switches(NULL, NULL, NULL, NULL);
-    t = tree3(21, AGG_TREE_LLT, 0x10, 4, 256);
+    t = switchsim_test_tree3(21, AGG_TREE_LLT, 0x10, 4, 256);
     t.nodes[1].parent = 2; /* a parent listed after its child */
     refused(&t, AGG_ERR_INVALID_PARAM, "group 21: node 1 has parent 2; parents must come first");
-    t = tree3(22, AGG_TREE_LLT, 0x10, 4, 256);
+    t = switchsim_test_tree3(22, AGG_TREE_LLT, 0x10, 4, 256);
     t.nodes[0].parent = 0; /* a root with a parent */
     refused(&t, AGG_ERR_INVALID_PARAM, "node 0 has parent 0");
-    t = tree3(23, AGG_TREE_LLT, 0x10, 4, 256);
+    t = switchsim_test_tree3(23, AGG_TREE_LLT, 0x10, 4, 256);
     t.members[3].leaf = 3;
     refused(&t, AGG_ERR_INVALID_PARAM, "group 23: member 3 has leaf 3 of 3 nodes");
-    t = tree3(24, AGG_TREE_LLT, 0x10, 4, 256);
+    t = switchsim_test_tree3(24, AGG_TREE_LLT, 0x10, 4, 256);
     t.nodes[2].guid = 0x99;
     refused(&t, AGG_ERR_NOT_FOUND, "group 24: switch 0x0000000000000099 is not hosted here");
-    t = tree3(25, AGG_TREE_LLT, 0x10, 4, 0);
+    t = switchsim_test_tree3(25, AGG_TREE_LLT, 0x10, 4, 0);
     refused(&t, AGG_ERR_INVALID_PARAM, "group 25: bad shape");
-    t = tree3(26, AGG_TREE_LLT, 0x10, 4, 100); /* not a multiple of 8 */
+    t = switchsim_test_tree3(26, AGG_TREE_LLT, 0x10, 4, 100); /* not a multiple of 8 */
     refused(&t, AGG_ERR_INVALID_PARAM, "group 26: bad shape");
-    t = tree3(27, AGG_TREE_LLT, 0x10, 0, 256);
+    t = switchsim_test_tree3(27, AGG_TREE_LLT, 0x10, 0, 256);
     refused(&t, AGG_ERR_INVALID_PARAM, "group 27: bad shape");
-    t = tree3(28, AGG_TREE_LLT, 0x10, 4, 256);
+    t = switchsim_test_tree3(28, AGG_TREE_LLT, 0x10, 4, 256);
     t.members[2].leaf = t.members[3].leaf = 1; /* leaf 0x30 with nobody below it */
     refused(&t, AGG_ERR_INVALID_PARAM, "node 2 (0x0000000000000030) has no child");
-    t = tree3(29, 2, 0x10, 4, 256);
+    t = switchsim_test_tree3(29, 2, 0x10, 4, 256);
     refused(&t, AGG_ERR_INVALID_PARAM, "group 29: bad shape or group id (tree 2");
-    t = tree3(30, AGG_TREE_LLT, 0x10, 4, 256);
+    t = switchsim_test_tree3(30, AGG_TREE_LLT, 0x10, 4, 256);
     t.cfg.num_members = 0;
     refused(&t, AGG_ERR_INVALID_PARAM, "group 30: bad shape");
     /* each limit on its own is fine, the segment is not */
-    t = tree3(31, AGG_TREE_LLT, 0x10, 1024, 1u << 20);
+    t = switchsim_test_tree3(31, AGG_TREE_LLT, 0x10, 1024, 1u << 20);
     refused(&t, AGG_ERR_NO_RESOURCE, "group 31: a segment of");
     all_free();
     assert_int_equal(sim.num_groups, 0);
