@@ -583,9 +583,12 @@ unsigned agg_dp_scan(agg_dp_view_t *v, uint32_t m, agg_dp_driver_t *drv)
 
 void agg_dp_count_in(agg_dp_driver_t *drv, uint8_t tree, const agg_dp_contrib_t *c)
 {
-    uint64_t bytes = c->kind == AGG_DP_KIND_DATA ?
-                     (uint64_t)c->count * agg_dtype_size(c->dtype) : 0;
+    uint64_t bytes;
 
+    if (c->kind != AGG_DP_KIND_DATA) {
+        return; /* SAT lock requests are control, not data */
+    }
+    bytes = (uint64_t)c->count * agg_dtype_size(c->dtype);
     if (tree == AGG_TREE_SAT) {
         agg_dp_count(&drv->ctr->sat_chunks_in, 1);
         agg_dp_count(&drv->ctr->sat_bytes_in, bytes);

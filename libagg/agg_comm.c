@@ -361,10 +361,20 @@ static void agg__comm_drain(agg_comm_t *comm)
 {
     agg_request_t *r;
 
-    for (r = comm->head; r != NULL; r = r->next) {
-        if (r->state != AGG__REQ_DONE && !r->abandoned) {
-            agg_request_wait(r);
+    /*
+     * A wait may recycle requests the caller freed in flight (this one and
+     * others that complete meanwhile), so look again from the head each time.
+     */
+    for (;;) {
+        for (r = comm->head; r != NULL; r = r->next) {
+            if (r->state != AGG__REQ_DONE && !r->abandoned) {
+                break;
+            }
         }
+        if (r == NULL) {
+            return;
+        }
+        agg_request_wait(r); /* done or abandoned when it returns */
     }
 }
 

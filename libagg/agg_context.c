@@ -206,6 +206,71 @@ static void agg__context_settings(agg_context_t *ctx, const agg_context_spec_t *
     ctx->reproducible       = (int)agg_conf_int(c, AGG_CONF_REPRODUCIBLE);
 }
 
+/*
+ * The settings behind the per-call choices every member must make alike
+ * (SAT or LLT, when to give the SAT lock back, how long to retry it): rank
+ * 0's hold for the whole job. A rank started with other values would take
+ * another path than its peers and wait for them until the timeout, so it
+ * says which value it ignores.
+ */
+typedef struct agg__shared_settings {
+    uint64_t sat_threshold;
+    int32_t  enable_sat;
+    uint32_t sat_chunk;
+    uint32_t sat_depth;
+    uint32_t sat_batch;
+    int32_t  sat_retries;
+    int32_t  sat_retry_us;
+    int32_t  lock_on_init;
+    int32_t  reproducible;
+    uint32_t osts_per_group;
+} agg__shared_settings_t;
+
+static void agg__shared_get(const agg_context_t *ctx, agg__shared_settings_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->sat_threshold  = ctx->sat_threshold;
+    s->enable_sat     = ctx->enable_sat;
+    s->sat_chunk      = ctx->sat_chunk;
+    s->sat_depth      = ctx->sat_depth;
+    s->sat_batch      = ctx->sat_batch;
+    s->sat_retries    = ctx->sat_retries;
+    s->sat_retry_us   = ctx->sat_retry_us;
+    s->lock_on_init   = ctx->lock_on_init;
+    s->reproducible   = ctx->reproducible;
+    s->osts_per_group = ctx->osts_per_group;
+}
+
+static agg_status_t agg__settings_share(agg_context_t *ctx)
+{
+    agg__shared_settings_t mine, root;
+
+    agg__shared_get(ctx, &mine);
+    root = mine;
+    if (ctx->oob.bcast(ctx->oob_ctx, &root, sizeof(root), 0) != 0) {
+        return AGG_ERR_OOB;
+    }
+    if (memcmp(&mine, &root, sizeof(mine)) != 0) {
+        agg_warn("rank %d: its SHARP_COLL_ENABLE_SAT, SHARP_COLL_SAT_THRESHOLD, "
+                 "SHARP_COLL_SAT_LOCK_BATCH_SIZE, SHARP_COLL_LOCK_ON_COMM_INIT, "
+                 "SHARP_COLL_PIPELINE_DEPTH, SHARP_COLL_OSTS_PER_GROUP, AGG_SAT_* or "
+                 "AGG_REPRODUCIBLE differ from rank 0's; rank 0's are used "
+                 "(threshold %llu, SAT %d, batch %u)", ctx->world_rank,
+                 (unsigned long long)root.sat_threshold, root.enable_sat, root.sat_batch);
+    }
+    ctx->sat_threshold  = (size_t)root.sat_threshold;
+    ctx->enable_sat     = root.enable_sat;
+    ctx->sat_chunk      = root.sat_chunk;
+    ctx->sat_depth      = root.sat_depth;
+    ctx->sat_batch      = root.sat_batch;
+    ctx->sat_retries    = root.sat_retries;
+    ctx->sat_retry_us   = root.sat_retry_us;
+    ctx->lock_on_init   = root.lock_on_init;
+    ctx->reproducible   = root.reproducible;
+    ctx->osts_per_group = root.osts_per_group;
+    return AGG_OK;
+}
+
 agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ctx_out)
 {
     agg_context_t *ctx;
@@ -245,6 +310,9 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
     }
     /* Everyone must have a usable configuration before rank 0 creates the job. */
     st = agg__oob_agree(ctx, ctx->oob_ctx, ctx->world_rank, ctx->world_size, local);
+    if (st == AGG_OK) {
+        st = agg__settings_share(ctx);
+    }
     if (st != AGG_OK) {
         goto err_free;
     }

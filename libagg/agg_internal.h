@@ -144,6 +144,7 @@ struct agg_comm {
     agg_request_t  *head;       /* requests in the order they were posted */
     agg_request_t  *tail;
     agg_request_t  *free_reqs;  /* a few kept for reuse */
+    unsigned        num_free;
     int             sat_fallback_logged;
     uint64_t        sat_fallbacks;
     struct agg_comm *next;      /* the context's list */

@@ -146,8 +146,13 @@ static void agg__request_recycle(agg_request_t *req)
         for (comm->tail = comm->head; comm->tail->next != NULL; comm->tail = comm->tail->next) {
         }
     }
+    if (comm->num_free >= AGG__FREE_REQS) {
+        free(req);
+        return;
+    }
     req->next       = comm->free_reqs;
     comm->free_reqs = req;
+    comm->num_free++;
 }
 
 static void agg__request_finish(agg_request_t *req)
@@ -351,6 +356,7 @@ agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
 
     if (req != NULL) {
         comm->free_reqs = req->next;
+        comm->num_free--;
     } else {
         req = malloc(sizeof(*req));
         if (req == NULL) {
@@ -374,6 +380,31 @@ agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
     return AGG_OK;
 }
 
+/*
+ * Called when a poll of req's communicator moved nothing: after
+ * coll_timeout_ms without progress the request fails (AGG_ERR_TIMEOUT), so
+ * neither a wait nor a caller's test loop goes on for ever.
+ */
+static int agg__request_stalled(agg_request_t *req)
+{
+    agg_comm_t *comm = req->comm;
+    int64_t now = agg_time_ms();
+
+    if (req->seen_ms == 0) {
+        req->seen_ms = now;
+        return 0;
+    }
+    if (now - req->seen_ms <= comm->ctx->coll_timeout_ms) {
+        return 0;
+    }
+    agg_error("allreduce of %zu x %s (%s) on group %u: no progress for %d ms "
+              "(fragment %zu of %zu)", req->spec.count, agg_dtype_name(req->spec.dtype),
+              agg_op_name(req->spec.op), comm->group_id, comm->ctx->coll_timeout_ms,
+              req->done, req->nfrags);
+    agg__request_abandon(req, AGG_ERR_TIMEOUT);
+    return 1;
+}
+
 agg_status_t agg_request_test(agg_request_t *req)
 {
     if (req == NULL) {
@@ -383,7 +414,11 @@ agg_status_t agg_request_test(agg_request_t *req)
         return req->status;
     }
     if (req->state != AGG__REQ_DONE) {
-        agg__comm_progress(req->comm);
+        if (agg__comm_progress(req->comm) > 0) {
+            req->seen_ms = 0;
+        } else if (agg__request_stalled(req)) {
+            return AGG_ERR_TIMEOUT;
+        }
     }
     return req->state == AGG__REQ_DONE ? req->status : AGG_INPROGRESS;
 }
@@ -419,7 +454,6 @@ agg_status_t agg_request_wait(agg_request_t *req)
 {
     agg_comm_t *comm;
     agg__group_t *grp;
-    int64_t now;
 
     if (req == NULL) {
         return AGG_ERR_INVALID_PARAM;
@@ -434,15 +468,7 @@ agg_status_t agg_request_wait(agg_request_t *req)
         if (agg__others_progress(comm) > 0) {
             continue;
         }
-        now = agg_time_ms();
-        if (req->seen_ms == 0) {
-            req->seen_ms = now;
-        } else if (now - req->seen_ms > comm->ctx->coll_timeout_ms) {
-            agg_error("allreduce of %zu x %s (%s) on group %u: no progress for %d ms "
-                      "(fragment %zu of %zu)", req->spec.count, agg_dtype_name(req->spec.dtype),
-                      agg_op_name(req->spec.op), comm->group_id, comm->ctx->coll_timeout_ms,
-                      req->done, req->nfrags);
-            agg__request_abandon(req, AGG_ERR_TIMEOUT);
+        if (agg__request_stalled(req)) {
             return AGG_ERR_TIMEOUT;
         }
         grp = agg__wait_group(req);
@@ -496,5 +522,6 @@ void agg__comm_requests_free(agg_comm_t *comm)
         comm->free_reqs = r->next;
         free(r);
     }
-    comm->tail = NULL;
+    comm->num_free = 0;
+    comm->tail     = NULL;
 }

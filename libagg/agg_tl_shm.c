@@ -30,6 +30,7 @@ typedef struct agg__tl_shm {
     uint32_t         member;
     uint32_t         leaf;
     uint32_t         position;
+    uint32_t         pid;      /* ours, for zero-copy chunks */
     int              staged;   /* switchsim pushes for us */
     int              zcopy;    /* staged SAT chunks stay in our memory */
     int              rung;     /* staged fragments since the last doorbell */
@@ -125,9 +126,9 @@ static agg_status_t agg__tl_shm_attach(agg_context_t *ctx, const agg__tree_info_
                          agg__tl_shm_cma_ok(t->host);
     t->drv.ctr         = &agg_dp_chan(t->seg, t->member)->drv;
     t->coll_timeout_ms = ctx->coll_timeout_ms;
+    t->pid             = (uint32_t)getpid();
     agg_wait_init(&t->wait, ctx->spin_count);
-    __atomic_store_n(&agg_dp_member(t->seg, t->member)->pid, (uint32_t)getpid(),
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&agg_dp_member(t->seg, t->member)->pid, t->pid, __ATOMIC_RELAXED);
     agg_debug("rank %d: %s group %u channel %u, leaf switch 0x%016llx, %s", rank,
               info->tree == AGG_TREE_SAT ? "SAT" : "LLT", t->seg->group_id, t->member,
               (unsigned long long)info->leaf_guid,
@@ -173,7 +174,7 @@ static void agg__tl_shm_stage(agg__tl_shm_t *t, const agg_tl_frag_t *f)
         fr->flags = AGG_DP_FRAG_FAILED;
     } else if (t->zcopy && f->kind == AGG_DP_KIND_DATA && f->count > 0) {
         fr->flags = AGG_DP_FRAG_CMA;
-        fr->pid   = (uint32_t)getpid();
+        fr->pid   = t->pid;
         fr->src   = (uint64_t)(uintptr_t)f->src;
         fr->dst   = (uint64_t)(uintptr_t)f->dst;
     } else if (bytes > 0) {

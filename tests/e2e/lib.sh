@@ -17,7 +17,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export E2E_MPIRUN_TMP=$TMP
+# mpirun.sh's session directories: hidden, so "$TMP"/* names only test files
+export E2E_MPIRUN_TMP=$TMP/.ompi
+mkdir "$E2E_MPIRUN_TMP"
 MPIRUN=("$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/mpirun.sh" --oversubscribe --mca btl self,vader)
 if [ "$(id -u)" = 0 ]; then
     MPIRUN+=(--allow-run-as-root)

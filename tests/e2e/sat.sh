@@ -22,7 +22,7 @@ check_paths() { # name: both trees carried fragments, no errors
     [ "$(stat locks_granted "$f")" -gt 0 ] || fail "$1: no SAT lock was granted"
 }
 
-run_check ranks "$NP" "${SAT[@]}" -- --max-count 1048576
+run_check ranks "$NP" "${SAT[@]}" -- --max-count 4194304
 check_paths ranks
 [ "$(stat zcopy_bytes "$TMP/ranks.stats")" -eq 0 ] || fail "ranks: switchsim read rank memory though the ranks pushed"
 
@@ -40,5 +40,21 @@ check_paths staged
 run_check host_large "$NP" "${SAT[@]}" -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=2 -- --max-count 65549 --world-only
 [ "$(stat sat_chunks_in "$TMP/host_large.stats")" -eq 0 ] || fail "LARGE_ALLREDUCE_ALG=2 still used SAT"
 [ "$(stat llt_fragments_in "$TMP/host_large.stats")" -gt 0 ] || fail "LARGE_ALLREDUCE_ALG=2 kept small ones off the network"
+# Ranks started with different SAT settings: rank 0's hold for the job (one
+# warning from each rank that differs), so no rank takes another path than
+# its peers and waits for them until the timeout.
+# (mpirun's -x holds for one application context only: each gets them all.)
+MIXED=(-x LD_PRELOAD="$PRELOAD" -x AGG_COLL_TIMEOUT_MS=10000 -x HCOLL_ENABLE_SHARP=3
+       -x SHARP_COLL_ENABLE_SAT=1)
+[ -z "${ASAN_OPTIONS:-}" ] || MIXED+=(-x ASAN_OPTIONS)
+CHECK=("$BIN/allreduce_check" --max-count 65549 --world-only)
+"$BIN/aggrun" --stats-file "$TMP/mixed.stats" -- "${MPIRUN[@]}" \
+    -np 1 "${MIXED[@]}" -x SHARP_COLL_SAT_THRESHOLD=4096 "${CHECK[@]}" : \
+    -np $((NP - 1)) "${MIXED[@]}" -x SHARP_COLL_SAT_THRESHOLD=1048576 "${CHECK[@]}" \
+    >"$TMP/mixed.out" 2>&1 || { cat "$TMP/mixed.out"; fail "mixed: ranks with other settings than rank 0 failed"; }
+expect_clean "$TMP/mixed.out" allreduce_check "mixed: wrong results"
+[ "$(grep -c "differ from rank 0's; rank 0's are used (threshold 4096" "$TMP/mixed.out")" -eq $((NP - 1)) ] ||
+    fail "mixed: not one warning from each rank whose settings differ"
+check_paths mixed
 check_clean "$TMP"/*
 echo "PASS"
