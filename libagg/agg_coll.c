@@ -56,23 +56,55 @@ static agg_status_t agg__choose(agg_comm_t *comm, const agg_reduce_spec_t *spec,
 agg_status_t agg_iallreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec,
                             agg_request_t **req)
 {
-    agg__group_t *grp;
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    st = agg_allreduce_init(comm, spec, req);
+    if (st != AGG_OK) {
+        return st;
+    }
+    st = agg_request_post(*req);
+    if (st != AGG_OK) {
+        agg_request_free(*req);
+        *req = NULL;
+    }
+    return st;
+}
+
+agg_status_t agg_allreduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                agg_request_t **req)
+{
     agg_status_t st;
 
     if (req == NULL) {
         return AGG_ERR_INVALID_PARAM;
     }
     st = agg__check_spec(comm, spec);
-    if (st == AGG_OK) {
-        st = agg__choose(comm, spec, &grp);
+    return st == AGG_OK ? agg__request_new(comm, spec, req) : st;
+}
+
+agg_status_t agg_request_post(agg_request_t *req)
+{
+    agg__group_t *grp;
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
     }
-    if (st == AGG_OK) {
-        st = agg__request_post(comm, spec, grp, req);
+    if (req->state != AGG__REQ_INACTIVE && req->state != AGG__REQ_DONE) {
+        agg__set_last_error("agg_request_post: the request is still in flight");
+        return AGG_ERR_INVALID_PARAM;
     }
-    if (st == AGG_OK) {
-        agg__comm_progress(comm); /* start it: the first fragments leave now */
+    /* the tree is chosen per post, as for agg_iallreduce */
+    st = agg__choose(req->comm, &req->spec, &grp);
+    if (st != AGG_OK) {
+        return st;
     }
-    return st;
+    agg__request_start(req, grp);
+    agg__comm_progress(req->comm); /* start it: the first fragments leave now */
+    return AGG_OK;
 }
 
 agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
@@ -99,8 +131,9 @@ agg_status_t agg__sat_lock_now(agg_comm_t *comm)
     agg_request_t *req;
     agg_status_t st;
 
-    st = agg__request_post(comm, &spec, &comm->sat, &req);
+    st = agg__request_new(comm, &spec, &req);
     if (st == AGG_OK) {
+        agg__request_start(req, &comm->sat);
         st = agg_request_wait(req);
         agg_request_free(req);
     }

@@ -155,6 +155,7 @@ typedef enum agg__req_state {
     AGG__REQ_LOCKING,      /* SAT: waiting for the lock */
     AGG__REQ_RUNNING,      /* fragments being assigned and completed */
     AGG__REQ_DONE,
+    AGG__REQ_INACTIVE,     /* made by agg_allreduce_init, not posted yet */
 } agg__req_state_t;
 
 struct agg_request {
@@ -195,9 +196,12 @@ void agg__set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 
 agg_status_t agg__group_init(agg_comm_t *comm, agg__group_t *grp, const agg__tree_info_t *info);
 void agg__group_fini(agg__group_t *grp);
 
-/* A request object for spec on comm, queued behind the ones posted before it. */
-agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                               agg__group_t *grp, agg_request_t **out);
+/* A request object for spec on comm, inactive (not posted). */
+agg_status_t agg__request_new(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                              agg_request_t **out);
+
+/* Posts an inactive or completed request to grp, behind the ones posted before it. */
+void agg__request_start(agg_request_t *req, agg__group_t *grp);
 
 /* Drives every request of the communicator as far as it goes without waiting. */
 unsigned agg__comm_progress(agg_comm_t *comm);

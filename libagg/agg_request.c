@@ -129,7 +129,8 @@ static void agg__request_route(agg_request_t *req, agg__group_t *grp)
     req->nfrags   = (req->spec.count + req->per_frag - 1) / req->per_frag;
 }
 
-static void agg__request_recycle(agg_request_t *req)
+/* Takes req out of the communicator's list of posted requests, if it is there. */
+static void agg__request_unlink(agg_request_t *req)
 {
     agg_comm_t *comm = req->comm;
     agg_request_t **pp;
@@ -146,6 +147,14 @@ static void agg__request_recycle(agg_request_t *req)
         for (comm->tail = comm->head; comm->tail->next != NULL; comm->tail = comm->tail->next) {
         }
     }
+    req->next = NULL;
+}
+
+static void agg__request_recycle(agg_request_t *req)
+{
+    agg_comm_t *comm = req->comm;
+
+    agg__request_unlink(req);
     if (comm->num_free >= AGG__FREE_REQS) {
         free(req);
         return;
@@ -349,8 +358,8 @@ unsigned agg__comm_progress(agg_comm_t *comm)
     return steps;
 }
 
-agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                               agg__group_t *grp, agg_request_t **out)
+agg_status_t agg__request_new(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                              agg_request_t **out)
 {
     agg_request_t *req = comm->free_reqs;
 
@@ -364,11 +373,29 @@ agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
         }
     }
     memset(req, 0, sizeof(*req));
-    req->comm    = comm;
-    req->spec    = *spec;
-    req->esize   = agg_dtype_size(spec->dtype);
-    req->status  = AGG_OK;
-    req->seen_ms = agg_time_ms();
+    req->comm   = comm;
+    req->spec   = *spec;
+    req->esize  = agg_dtype_size(spec->dtype);
+    req->state  = AGG__REQ_INACTIVE;
+    req->status = AGG_OK;
+    *out = req;
+    return AGG_OK;
+}
+
+void agg__request_start(agg_request_t *req, agg__group_t *grp)
+{
+    agg_comm_t *comm = req->comm;
+
+    agg__request_unlink(req); /* a persistent request posted again */
+    req->state      = AGG__REQ_QUEUED;
+    req->status     = AGG_OK;
+    req->abandoned  = 0;
+    req->why_llt    = AGG_OK;
+    req->assigned   = 0;
+    req->done       = 0;
+    req->lock_tries = 0;
+    req->retry_at   = 0;
+    req->seen_ms    = agg_time_ms();
     agg__request_route(req, grp);
     if (comm->tail != NULL) {
         comm->tail->next = req;
@@ -376,8 +403,6 @@ agg_status_t agg__request_post(agg_comm_t *comm, const agg_reduce_spec_t *spec,
         comm->head = req;
     }
     comm->tail = req;
-    *out = req;
-    return AGG_OK;
 }
 
 /*
@@ -410,7 +435,7 @@ agg_status_t agg_request_test(agg_request_t *req)
     if (req == NULL) {
         return AGG_ERR_INVALID_PARAM;
     }
-    if (req->abandoned) {
+    if (req->abandoned || req->state == AGG__REQ_INACTIVE) {
         return req->status;
     }
     if (req->state != AGG__REQ_DONE) {
@@ -459,7 +484,7 @@ agg_status_t agg_request_wait(agg_request_t *req)
         return AGG_ERR_INVALID_PARAM;
     }
     comm = req->comm;
-    while (req->state != AGG__REQ_DONE && !req->abandoned) {
+    while (req->state != AGG__REQ_DONE && req->state != AGG__REQ_INACTIVE && !req->abandoned) {
         if (agg__comm_progress(comm) > 0) {
             req->seen_ms = 0;
             continue;
@@ -486,7 +511,7 @@ void agg_request_free(agg_request_t *req)
     if (req == NULL) {
         return;
     }
-    if (req->state == AGG__REQ_DONE) {
+    if (req->state == AGG__REQ_DONE || req->state == AGG__REQ_INACTIVE) {
         agg__request_recycle(req);
     } else {
         req->freed = 1; /* recycled when its last fragment completes */
@@ -496,7 +521,7 @@ void agg_request_free(agg_request_t *req)
 void agg_request_info(const agg_request_t *req, agg_request_info_t *info)
 {
     memset(info, 0, sizeof(*info));
-    if (req != NULL) {
+    if (req != NULL && req->grp != NULL) {
         info->tree      = req->grp == &req->comm->sat ? AGG_AGGR_SAT : AGG_AGGR_LLT;
         info->why_llt   = req->why_llt;
         info->fragments = req->nfrags;

@@ -185,6 +185,71 @@ static void check_requests(agg_comm_t *ac, MPI_Comm comm, int sat)
     CHECK(bad == 0);
 }
 
+/*
+ * Persistent requests: made once, posted again and again with new buffer
+ * contents, two of them in flight together (one small, one large enough for
+ * SAT), completed out of order; posting one still in flight is refused.
+ */
+static void check_persistent(agg_comm_t *ac, MPI_Comm comm, int sat)
+{
+    enum { SMALL = 7, LARGE = 50000, ROUNDS = 4 };
+    static int32_t ss[SMALL], sr[SMALL], ls[LARGE], lr[LARGE];
+    agg_reduce_spec_t small = {.sbuf = ss, .rbuf = sr, .count = SMALL,
+                               .dtype = AGG_DTYPE_INT32, .op = AGG_OP_SUM};
+    agg_reduce_spec_t large = {.sbuf = ls, .rbuf = lr, .count = LARGE,
+                               .dtype = AGG_DTYPE_INT32, .op = AGG_OP_MAX};
+    agg_request_t *rq_small, *rq_large;
+    agg_request_info_t info;
+    int crank, csize, round, i, bad = 0;
+
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &csize);
+    CHECK(agg_allreduce_init(ac, &small, &rq_small) == AGG_OK);
+    CHECK(agg_allreduce_init(ac, &large, &rq_large) == AGG_OK);
+    CHECK(agg_request_test(rq_small) == AGG_OK); /* not posted: nothing to wait for */
+    CHECK(agg_request_wait(rq_large) == AGG_OK);
+    for (round = 0; round < ROUNDS; ++round) {
+        for (i = 0; i < SMALL; ++i) {
+            ss[i] = crank + round * i;
+        }
+        for (i = 0; i < LARGE; ++i) {
+            ls[i] = (crank * 7 + i + round) % (csize * 5 + 3);
+        }
+        /* rank 0 posts first and tries again before the others have posted:
+           its request cannot have completed, so the second post is refused */
+        if (crank == 0) {
+            CHECK(agg_request_post(rq_large) == AGG_OK);
+            CHECK(agg_request_post(rq_large) == AGG_ERR_INVALID_PARAM);
+        }
+        MPI_Barrier(comm);
+        if (crank != 0) {
+            CHECK(agg_request_post(rq_large) == AGG_OK);
+        }
+        CHECK(agg_request_post(rq_small) == AGG_OK);
+        CHECK(agg_request_wait(rq_small) == AGG_OK);
+        CHECK(agg_request_wait(rq_large) == AGG_OK);
+        for (i = 0; i < SMALL; ++i) {
+            bad += sr[i] != csize * (csize - 1) / 2 + csize * round * i;
+        }
+        for (i = 0; i < LARGE; ++i) {
+            int m, want = 0;
+
+            for (m = 0; m < csize; ++m) {
+                int v = (m * 7 + i + round) % (csize * 5 + 3);
+                want = v > want ? v : want;
+            }
+            bad += lr[i] != want;
+        }
+        agg_request_info(rq_large, &info);
+        CHECK(info.tree == (sat ? AGG_AGGR_SAT : AGG_AGGR_LLT));
+    }
+    CHECK(bad == 0);
+    agg_request_free(rq_small);
+    agg_request_free(rq_large);
+    CHECK(agg_allreduce_init(ac, NULL, &rq_small) == AGG_ERR_INVALID_PARAM);
+    CHECK(agg_request_post(NULL) == AGG_ERR_INVALID_PARAM);
+}
+
 /* The tree per call; device pointers are refused, never dereferenced; pairs. */
 static void check_modes(agg_comm_t *ac, MPI_Comm comm, int sat)
 {
@@ -328,6 +393,7 @@ int main(int argc, char **argv)
         check_half(world, oob, 0);
         check_half(half, split, 1);
         check_requests(world, oob, sat && agg_comm_has_sat(world));
+        check_persistent(world, oob, sat && agg_comm_has_sat(world));
         check_modes(world, oob, sat);
     }
 

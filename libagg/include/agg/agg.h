@@ -157,6 +157,20 @@ AGG_API agg_status_t agg_iallreduce(agg_comm_t *comm, const agg_reduce_spec_t *s
                                     agg_request_t **req);
 
 /*
+ * Persistent requests: agg_allreduce_init checks spec and makes a request
+ * that is not started; each agg_request_post starts it (the tree is chosen
+ * then, as for agg_iallreduce), and once it completes (test or wait says so)
+ * it may be posted again, with whatever the buffers hold then. Test and wait
+ * on a request not posted return AGG_OK at once. Free such requests before
+ * their communicator is destroyed. agg_iallreduce is init + post.
+ */
+AGG_API agg_status_t agg_allreduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                        agg_request_t **req);
+
+/* Starts a request; AGG_ERR_INVALID_PARAM while it is still in flight. */
+AGG_API agg_status_t agg_request_post(agg_request_t *req);
+
+/*
  * Drives the request's communicator, never blocking. AGG_OK: complete and
  * right; AGG_INPROGRESS: not yet; an error: complete and failed (the
  * communicator stays usable for the next ones).
