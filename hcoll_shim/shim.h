@@ -43,6 +43,10 @@ typedef struct shim_state {
     agg_context_t *ctx;
     shim_comm_t   *comms;
     shim_req_t    *active;      /* non-blocking requests still in the network */
+    int            progressing; /* shim_progress is on the stack, or the list is being changed */
+    int          (*opal_progress)(void);                  /* Open MPI's, when it has one */
+    int          (*opal_unregister)(int (*cb)(void));
+    int            registered;  /* shim_progress is one of Open MPI's progress callbacks */
     unsigned long  offloaded, offloaded_nb, host_calls, fallbacks;
 } shim_state_t;
 
@@ -57,6 +61,9 @@ int shim_map_op(MPI_Op op);
 /* The offload state of `comm`, creating its group at first use; collective. */
 shim_comm_t *shim_comm_get(MPI_Comm comm);
 
+/* The offload state of `comm` if it has one already, else NULL; not collective. */
+shim_comm_t *shim_comm_peek(MPI_Comm comm);
+
 /*
  * Posts spec on sc as a non-blocking allreduce and gives the caller a
  * generalized MPI request that completes with it. MPI_SUCCESS, or an error
@@ -68,7 +75,12 @@ int shim_ireq_start(shim_comm_t *sc, MPI_Comm comm, const agg_reduce_spec_t *spe
 /* Completes every request of sc still in the network (before sc goes). */
 void shim_requests_finish(shim_comm_t *sc);
 
-/* Moves every non-blocking request on; completes the MPI requests of finished ones. */
+/*
+ * Moves every non-blocking request on; completes the MPI requests of
+ * finished ones. Registered with Open MPI's progress engine, so that a rank
+ * blocked in any MPI call (an MPI_Recv, say) still moves its requests on, as
+ * it would with a network that needs no host; a no-op when re-entered.
+ */
 int shim_progress(void);
 
 /* Drops the network side of the requests still active (MPI_Finalize). */

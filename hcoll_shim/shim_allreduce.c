@@ -10,16 +10,19 @@
 #include "agg/log.h"
 #include "shim.h"
 
-/* The offloaded form of a call, or NULL when it goes to the host path. */
+/*
+ * The offloaded form of a call, or NULL when it goes to the host path. Only
+ * a blocking call (setup) creates the communicator's group; see shim_init.
+ */
 static shim_comm_t *shim_allreduce_route(const void *sbuf, void *rbuf, int count,
                                          MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                                         agg_reduce_spec_t *spec)
+                                         int setup, agg_reduce_spec_t *spec)
 {
     long long bytes;
     shim_comm_t *sc;
     int adt, aop;
 
-    if (shim.ctx == NULL || count < 0) {
+    if (shim.ctx == NULL || count < 0 || comm == MPI_COMM_NULL) {
         return NULL;
     }
     adt = shim_map_dtype(dtype);
@@ -32,7 +35,7 @@ static shim_comm_t *shim_allreduce_route(const void *sbuf, void *rbuf, int count
         (shim.large_host && bytes >= shim.large_bytes)) {
         return NULL;
     }
-    sc = shim_comm_get(comm);
+    sc = setup ? shim_comm_get(comm) : shim_comm_peek(comm);
     if (sc == NULL || sc->state != SHIM_COMM_READY) {
         return NULL;
     }
@@ -52,7 +55,7 @@ SHIM_API int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype
     shim_comm_t *sc;
     agg_status_t st;
 
-    sc = shim_allreduce_route(sbuf, rbuf, count, dtype, op, comm, &spec);
+    sc = shim_allreduce_route(sbuf, rbuf, count, dtype, op, comm, 1, &spec);
     if (sc == NULL) {
         goto host;
     }
@@ -84,7 +87,7 @@ SHIM_API int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
     agg_reduce_spec_t spec;
     shim_comm_t *sc;
 
-    sc = shim_allreduce_route(sbuf, rbuf, count, dtype, op, comm, &spec);
+    sc = shim_allreduce_route(sbuf, rbuf, count, dtype, op, comm, 0, &spec);
     if (sc != NULL && count > 0 && shim_ireq_start(sc, comm, &spec, request) == MPI_SUCCESS) {
         shim.offloaded++;
         shim.offloaded_nb++;

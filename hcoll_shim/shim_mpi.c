@@ -7,6 +7,7 @@
  * wrong. HCOLL_ENABLE_SHARP: 0 off, 1 use if available, 2 and up force (an
  * unreachable manager is then an error).
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,40 @@ static int shim_oob_gather(void *ctx, int root, const void *sbuf, void *rbuf, si
 static void shim_warn_env(const char *msg, void *arg)
 {
     agg_warn("%s", msg);
+}
+
+/*
+ * MPI's progress, for libagg to drive while it waits: a peer's synchronous
+ * send to this rank, or an MPI request the other members need, completes
+ * only when this process moves MPI on. Open MPI's engine when it is there
+ * (which also runs shim_progress), else a probe, which does the same in any
+ * MPI.
+ */
+static int shim_mpi_progress(void *arg)
+{
+    int flag = 0;
+
+    if (shim.opal_progress != NULL) {
+        return shim.opal_progress();
+    }
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, shim.world_oob, &flag, MPI_STATUS_IGNORE);
+    return flag;
+}
+
+/* Hooks shim_progress into Open MPI's progress engine, where there is one. */
+static void shim_progress_hook(void)
+{
+    int (*reg)(int (*cb)(void));
+
+    *(void **)&shim.opal_progress   = dlsym(RTLD_DEFAULT, "opal_progress");
+    *(void **)&reg                  = dlsym(RTLD_DEFAULT, "opal_progress_register");
+    *(void **)&shim.opal_unregister = dlsym(RTLD_DEFAULT, "opal_progress_unregister");
+    if (reg != NULL && shim.opal_unregister != NULL && reg(shim_progress) == 0) {
+        shim.registered = 1;
+        return;
+    }
+    agg_debug("no Open MPI progress engine to hook into: non-blocking allreduces "
+              "move on inside the MPI wait and test calls only");
 }
 
 static void shim_init(int thread_level)
@@ -97,8 +132,18 @@ static void shim_init(int thread_level)
     spec.oob.barrier = shim_oob_barrier;
     spec.oob.gather  = shim_oob_gather;
     spec.oob_ctx     = &shim.world_oob;
+    spec.progress    = shim_mpi_progress;
     st = agg_context_init(&spec, &shim.ctx);
     if (st == AGG_OK) {
+        shim_progress_hook();
+        /*
+         * MPI_COMM_WORLD's group now, while every rank is here anyway: a
+         * non-blocking allreduce never sets a group up (that is collective
+         * and blocking, and could deadlock a program that starts them in
+         * different orders on different communicators), so it is offloaded
+         * on communicators that have one already.
+         */
+        shim_comm_get(MPI_COMM_WORLD);
         return;
     }
     shim.ctx = NULL;
@@ -140,18 +185,35 @@ SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provide
     return rc;
 }
 
+shim_comm_t *shim_comm_peek(MPI_Comm comm)
+{
+    int flag = 0;
+    void *val;
+
+    if (comm == MPI_COMM_NULL ||
+        PMPI_Comm_get_attr(comm, shim.keyval, &val, &flag) != MPI_SUCCESS || !flag) {
+        return NULL;
+    }
+    return val;
+}
+
 shim_comm_t *shim_comm_get(MPI_Comm comm)
 {
     agg_comm_spec_t spec = {0};
     MPI_Group group, world_group;
     shim_comm_t *sc;
     int *ranks, *world_ranks, flag = 0, i, ok;
-    void *val;
     agg_status_t st;
 
-    PMPI_Comm_get_attr(comm, shim.keyval, &val, &flag);
-    if (flag) {
-        return val;
+    if (comm == MPI_COMM_NULL) {
+        return NULL; /* the host path reports the error */
+    }
+    sc = shim_comm_peek(comm);
+    if (sc != NULL) {
+        return sc;
+    }
+    if (PMPI_Comm_test_inter(comm, &flag) != MPI_SUCCESS) {
+        return NULL; /* not a communicator: the host path reports it */
     }
     sc = calloc(1, sizeof(*sc));
     if (sc == NULL) {
@@ -161,7 +223,6 @@ shim_comm_t *shim_comm_get(MPI_Comm comm)
     sc->oob   = MPI_COMM_NULL;
     /* An intercommunicator's allreduce returns the other group's reduction:
      * not what a group on the tree computes. */
-    PMPI_Comm_test_inter(comm, &flag);
     if (flag) {
         goto out;
     }
@@ -254,6 +315,10 @@ SHIM_API int MPI_Finalize(void)
     shim_comm_t *sc;
 
     if (shim.ctx != NULL) {
+        if (shim.registered) {
+            shim.opal_unregister(shim_progress);
+            shim.registered = 0;
+        }
         shim_requests_abandon();
         /* Groups still open are released with the job; only local state goes. */
         while ((sc = shim.comms) != NULL) {

@@ -1,11 +1,13 @@
 /*
  * Non-blocking allreduces in the network, seen by the program as ordinary
  * MPI requests: each is a generalized request (MPI_Grequest_start) that the
- * shim completes when libagg's request completes. Nothing inside MPI drives
- * libagg, so while any such request is in flight the wait and test calls
- * (MPI_Wait, MPI_Test and their -all, -any and -some forms) poll both:
- * libagg's requests, then Open MPI's own. With none in flight they go
- * straight to Open MPI.
+ * shim completes when libagg's request completes. Under Open MPI,
+ * shim_progress is one of its progress callbacks, so any MPI call that
+ * waits (MPI_Recv as much as MPI_Wait) moves the requests on, as a network
+ * that needs no host would. In an MPI without such a hook, the wait and test
+ * calls (MPI_Wait, MPI_Test, their -all, -any and -some forms, and
+ * MPI_Request_get_status) poll libagg's requests, then MPI's own, while any
+ * is in flight.
  *
  * A request that fails in the network (a timeout, the group torn down)
  * completes with MPI_ERR_INTERN through the communicator's error handler:
@@ -75,9 +77,14 @@ int shim_ireq_start(shim_comm_t *sc, MPI_Comm comm, const agg_reduce_spec_t *spe
     return MPI_SUCCESS;
 }
 
-/* A request whose libagg side finished: complete its MPI side. */
+/*
+ * A request whose libagg side finished: let that go now (the communicator
+ * may be freed before MPI frees the request) and complete its MPI side.
+ */
 static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
 {
+    agg_request_free(sr->agg);
+    sr->agg = NULL;
     if (st != AGG_OK) {
         agg_error("non-blocking allreduce failed in the network (%s); reporting "
                   "MPI_ERR_INTERN", agg_strerror(st));
@@ -97,6 +104,10 @@ int shim_progress(void)
     agg_status_t st;
     int completed = 0;
 
+    if (shim.progressing || shim.active == NULL) {
+        return 0; /* called back from inside itself, through MPI's progress */
+    }
+    shim.progressing = 1;
     while ((sr = *pp) != NULL) {
         st = agg_request_test(sr->agg);
         if (st == AGG_INPROGRESS) {
@@ -107,34 +118,56 @@ int shim_progress(void)
         shim_ireq_done(sr, st);
         completed++;
     }
+    shim.progressing = 0;
     return completed;
+}
+
+/* Completes sr, whose network side is waited for here. */
+static void shim_ireq_finish(shim_req_t *sr)
+{
+    shim_ireq_done(sr, agg_request_wait(sr->agg));
 }
 
 void shim_requests_finish(shim_comm_t *sc)
 {
     shim_req_t **pp = &shim.active, *sr;
+    int outer = shim.progressing;
 
+    shim.progressing = 1; /* the list changes here: MPI's progress must keep out */
     while ((sr = *pp) != NULL) {
         if (sr->sc != sc) {
             pp = &sr->next;
             continue;
         }
         *pp = sr->next;
-        shim_ireq_done(sr, agg_request_wait(sr->agg));
+        shim_ireq_finish(sr);
     }
+    shim.progressing = outer;
 }
 
 void shim_requests_abandon(void)
 {
     shim_req_t *sr;
 
+    shim.progressing = 1;
     while ((sr = shim.active) != NULL) {
         shim.active = sr->next;
-        shim_ireq_done(sr, agg_request_wait(sr->agg));
+        shim_ireq_finish(sr);
     }
+    shim.progressing = 0;
 }
 
 /* ---- the wait and test calls ------------------------------------------- */
+
+/*
+ * Whether MPI's own wait and test calls suffice: nothing of ours is in
+ * flight, or Open MPI's progress engine runs shim_progress itself (then a
+ * PMPI_Wait on one of our requests completes like any other).
+ */
+static inline int shim_mpi_drives(void)
+{
+    return shim.registered || shim.active == NULL;
+}
 
 /* Polls until done() says so; libagg's requests and MPI's move on together. */
 #define SHIM_WAIT_LOOP(_test_call)                                                 \
@@ -154,7 +187,7 @@ void shim_requests_abandon(void)
 
 SHIM_API int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
-    if (shim.active == NULL) {
+    if (shim_mpi_drives()) {
         return PMPI_Wait(request, status);
     }
     SHIM_WAIT_LOOP(PMPI_Test(request, &_flag, status));
@@ -162,7 +195,7 @@ SHIM_API int MPI_Wait(MPI_Request *request, MPI_Status *status)
 
 SHIM_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
-    if (shim.active != NULL) {
+    if (!shim_mpi_drives()) {
         shim_progress();
     }
     return PMPI_Test(request, flag, status);
@@ -170,7 +203,7 @@ SHIM_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 
 SHIM_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
-    if (shim.active == NULL) {
+    if (shim_mpi_drives()) {
         return PMPI_Waitall(count, requests, statuses);
     }
     SHIM_WAIT_LOOP(PMPI_Testall(count, requests, &_flag, statuses));
@@ -178,7 +211,7 @@ SHIM_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[
 
 SHIM_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
 {
-    if (shim.active != NULL) {
+    if (!shim_mpi_drives()) {
         shim_progress();
     }
     return PMPI_Testall(count, requests, flag, statuses);
@@ -186,7 +219,7 @@ SHIM_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Statu
 
 SHIM_API int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
 {
-    if (shim.active == NULL) {
+    if (shim_mpi_drives()) {
         return PMPI_Waitany(count, requests, index, status);
     }
     /* no active request among them: Testany says flag 1, index MPI_UNDEFINED */
@@ -196,7 +229,7 @@ SHIM_API int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Stat
 SHIM_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
                          MPI_Status *status)
 {
-    if (shim.active != NULL) {
+    if (!shim_mpi_drives()) {
         shim_progress();
     }
     return PMPI_Testany(count, requests, index, flag, status);
@@ -205,7 +238,7 @@ SHIM_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *fla
 SHIM_API int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[],
                           MPI_Status statuses[])
 {
-    if (shim.active == NULL) {
+    if (shim_mpi_drives()) {
         return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     }
     /* done once something completed, or nothing was active (MPI_UNDEFINED) */
@@ -213,10 +246,18 @@ SHIM_API int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, in
                     _flag = *outcount != 0, _rc));
 }
 
+SHIM_API int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
+{
+    if (!shim_mpi_drives()) {
+        shim_progress();
+    }
+    return PMPI_Request_get_status(request, flag, status);
+}
+
 SHIM_API int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
                           MPI_Status statuses[])
 {
-    if (shim.active != NULL) {
+    if (!shim_mpi_drives()) {
         shim_progress();
     }
     return PMPI_Testsome(incount, requests, outcount, indices, statuses);

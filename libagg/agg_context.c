@@ -191,6 +191,8 @@ static void agg__context_settings(agg_context_t *ctx, const agg_context_spec_t *
         agg_debug("%d local ranks on %ld cores: no spinning", spec->local_size, cpus);
         ctx->spin_count = 0;
     }
+    ctx->progress           = spec->progress;
+    ctx->progress_arg       = spec->progress_arg;
     ctx->coll_timeout_ms    = (int)agg_conf_int(c, AGG_CONF_COLL_TIMEOUT_MS);
     ctx->connect_timeout_ms = (int)agg_conf_int(c, AGG_CONF_CONNECT_TIMEOUT_MS);
     ctx->osts_per_group     = (uint32_t)agg_conf_int(c, AGG_CONF_OSTS_PER_GROUP);

@@ -23,6 +23,8 @@ struct agg_context {
     int             connect_timeout_ms;
     int             num_groups;    /* groups created (LLT and SAT), for the INFO lines */
     struct agg_comm *comms;        /* every communicator, so a wait moves them all */
+    int           (*progress)(void *arg); /* the caller's progress engine, or NULL */
+    void           *progress_arg;
     uint64_t        frags_sent;
     /* settings read once, used per call */
     int             enable_sat;

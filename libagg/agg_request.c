@@ -493,6 +493,10 @@ agg_status_t agg_request_wait(agg_request_t *req)
         if (agg__others_progress(comm) > 0) {
             continue;
         }
+        /* ... or messages of the caller's (a peer's synchronous send) */
+        if (comm->ctx->progress != NULL) {
+            comm->ctx->progress(comm->ctx->progress_arg);
+        }
         if (agg__request_stalled(req)) {
             return AGG_ERR_TIMEOUT;
         }

@@ -128,6 +128,9 @@ static agg_status_t agg__tl_shm_attach(agg_context_t *ctx, const agg__tree_info_
     t->coll_timeout_ms = ctx->coll_timeout_ms;
     t->pid             = (uint32_t)getpid();
     agg_wait_init(&t->wait, ctx->spin_count);
+    if (ctx->progress != NULL) {
+        t->wait.slice_ms = 1; /* the caller's progress engine runs between sleeps */
+    }
     __atomic_store_n(&agg_dp_member(t->seg, t->member)->pid, t->pid, __ATOMIC_RELAXED);
     agg_debug("rank %d: %s group %u channel %u, leaf switch 0x%016llx, %s", rank,
               info->tree == AGG_TREE_SAT ? "SAT" : "LLT", t->seg->group_id, t->member,

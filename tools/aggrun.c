@@ -235,6 +235,7 @@ int main(int argc, char **argv)
     if (!aggrun_addr_free(addr)) {
         snprintf(addr, sizeof(addr), "127.0.0.1:0");
     }
+again:
     m = 0;
     mgr_argv[m++] = mgr_path;
     mgr_argv[m++] = "--listen";
@@ -265,6 +266,12 @@ int main(int argc, char **argv)
     } else {
         close(fd);
         snprintf(addr, sizeof(addr), "%s", line);
+    }
+    if (mgr < 0 && strcmp(addr, "127.0.0.1:0") != 0) {
+        /* another aggrun took the address between the probe and the bind */
+        fprintf(stderr, "aggrun: trying any free loopback port instead\n");
+        snprintf(addr, sizeof(addr), "127.0.0.1:0");
+        goto again;
     }
     if (mgr < 0) {
         fprintf(stderr, "aggrun: aggmgr did not start (see its messages above)\n");

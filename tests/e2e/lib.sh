@@ -29,7 +29,11 @@ fi
 # Open MPI leaks at exit, so leak checking is off for these runs (the unit
 # tests keep it on).
 PRELOAD=$SHIM
+# The largest count of the big runs: under the sanitizers (10-20 times
+# slower) the largest sizes add minutes, not coverage.
+MAX_COUNT=4194304
 if [ -n "${SANITIZER_PRELOAD:-}" ]; then
+    MAX_COUNT=1048576
     PRELOAD="$SANITIZER_PRELOAD:$SHIM"
     export ASAN_OPTIONS=detect_leaks=0
     MPIRUN+=(-x ASAN_OPTIONS)

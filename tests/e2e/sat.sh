@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Streaming aggregation: with SAT on from 4 KiB, every type, op and count
-# (1 to 4 Mi elements, in place, split and reversed communicators) is right,
+# (1 to 4 Mi elements, 1 Mi under the sanitizers; in place, split and
+# reversed communicators) is right,
 # small messages go through the LLT and large ones through SAT (switchsim's
 # counters count the two apart), ranks driving the nodes themselves and
 # switchsim doing all of it, with and without reading rank memory directly.
@@ -22,7 +23,7 @@ check_paths() { # name: both trees carried fragments, no errors
     [ "$(stat locks_granted "$f")" -gt 0 ] || fail "$1: no SAT lock was granted"
 }
 
-run_check ranks "$NP" "${SAT[@]}" -- --max-count 4194304
+run_check ranks "$NP" "${SAT[@]}" -- --max-count "$MAX_COUNT"
 check_paths ranks
 [ "$(stat zcopy_bytes "$TMP/ranks.stats")" -eq 0 ] || fail "ranks: switchsim read rank memory though the ranks pushed"
 

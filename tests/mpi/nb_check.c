@@ -6,7 +6,8 @@
  *     MPI_Waitany, MPI_Testall polling and MPI_Waitsome, in place too;
  *   - an MPI_Iallreduce and point-to-point requests in one MPI_Waitall;
  *   - several communicators over the same ranks (so the same switches and
- *     the same SAT lock) used in turn and at once.
+ *     the same SAT lock) used in turn and at once;
+ *   - MPI semantics held-out programs rely on (see semantics()).
  * Every result is checked element by element.
  *
  *   nb_check [--rounds N]
@@ -158,6 +159,109 @@ static void with_p2p(int salt)
     }
 }
 
+static void expect(int ok, const char *what)
+{
+    checks++;
+    if (!ok) {
+        failures++;
+        fprintf(stderr, "rank %d: %s\n", world_rank, what);
+    }
+}
+
+/*
+ * What any MPI program may do and a network that needs no host would carry
+ * through; each used to hang, fail or crash under the shim:
+ *   - requests move on while their rank is blocked in another MPI call (an
+ *     MPI_Recv waiting for a rank that waits for the allreduce first);
+ *   - a blocking allreduce lets a peer's synchronous send to this rank
+ *     complete (the peer enters the allreduce only after it);
+ *   - non-blocking allreduces started on fresh communicators in different
+ *     orders on different ranks (legal: the order is per communicator);
+ *   - MPI_Request_get_status polled until the request is done;
+ *   - a communicator freed with a request on it still in flight, waited
+ *     for afterwards;
+ *   - MPI_COMM_NULL with MPI_ERRORS_RETURN: an error, not a crash.
+ */
+static void semantics(int salt)
+{
+    static const size_t counts[2] = {1000, 300000};
+    MPI_Comm a, b, c;
+    job_t ja, jb;
+    int k, token = 0, flag = 0, x = 1, y = 0, rc;
+    double until;
+
+    for (k = 0; k < 2; ++k) {
+        job_start(&ja, MPI_COMM_WORLD, counts[k], salt + k, k);
+        if (world_rank == 0) {
+            MPI_Wait(&ja.req, MPI_STATUS_IGNORE);
+            for (int m = 1; m < world_size; ++m) {
+                MPI_Send(&token, 1, MPI_INT, m, 11, MPI_COMM_WORLD);
+            }
+        } else {
+            MPI_Recv(&token, 1, MPI_INT, 0, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Wait(&ja.req, MPI_STATUS_IGNORE);
+        }
+        job_check(&ja, "a request completing while its rank sat in MPI_Recv");
+    }
+
+    for (k = 0; k < 2; ++k) {
+        int32_t s = world_rank, r = -1;
+        MPI_Request rq = MPI_REQUEST_NULL;
+
+        if (world_rank == 0) {
+            MPI_Irecv(&token, 1, MPI_INT, 1, 12, MPI_COMM_WORLD, &rq);
+        } else if (world_rank == 1) {
+            MPI_Ssend(&token, 1, MPI_INT, 0, 12, MPI_COMM_WORLD);
+        }
+        MPI_Allreduce(&s, &r, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        expect(r == world_size * (world_size - 1) / 2, "allreduce after a peer's MPI_Ssend");
+    }
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &b);
+    if (world_rank % 2 == 0) {
+        job_start(&ja, a, counts[0], salt + 2, 0);
+        job_start(&jb, b, counts[1], salt + 3, 0);
+    } else {
+        job_start(&jb, b, counts[1], salt + 3, 0);
+        job_start(&ja, a, counts[0], salt + 2, 0);
+    }
+    MPI_Wait(&jb.req, MPI_STATUS_IGNORE);
+    MPI_Wait(&ja.req, MPI_STATUS_IGNORE);
+    job_check(&ja, "fresh communicators started in different orders (a)");
+    job_check(&jb, "fresh communicators started in different orders (b)");
+    MPI_Comm_free(&a);
+    MPI_Comm_free(&b);
+
+    job_start(&ja, MPI_COMM_WORLD, counts[1], salt + 4, 0);
+    until = MPI_Wtime() + 20;
+    while (!flag && MPI_Wtime() < until) {
+        MPI_Request_get_status(ja.req, &flag, MPI_STATUS_IGNORE);
+    }
+    expect(flag, "MPI_Request_get_status never said the allreduce was done");
+    MPI_Wait(&ja.req, MPI_STATUS_IGNORE);
+    job_check(&ja, "MPI_Request_get_status");
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    {
+        int32_t s = 1, r = 0;
+        MPI_Allreduce(&s, &r, 1, MPI_INT32_T, MPI_SUM, c); /* its group is set up */
+    }
+    job_start(&ja, c, counts[0], salt + 5, 0);
+    MPI_Comm_free(&c);
+    MPI_Wait(&ja.req, MPI_STATUS_IGNORE);
+    ja.comm = MPI_COMM_WORLD; /* the same members; c is gone */
+    job_check(&ja, "a communicator freed with a request in flight");
+
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    rc = MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_NULL);
+    expect(rc != MPI_SUCCESS, "MPI_Allreduce on MPI_COMM_NULL succeeded");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+}
+
 /* Several communicators over the same ranks: in turn, then all at once. */
 static void competing(int rounds)
 {
@@ -168,6 +272,11 @@ static void competing(int rounds)
     MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
     MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
     MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &comms[2]);
+    for (c = 0; c < 3; ++c) {
+        /* a blocking call sets the group up: a non-blocking one never does */
+        int32_t s = 0, r = -1;
+        MPI_Allreduce(&s, &r, 1, MPI_INT32_T, MPI_SUM, comms[c]);
+    }
     for (i = 0; i < rounds; ++i) {
         for (c = 0; c < 3; ++c) {
             job_start(&jobs[c], comms[c], (size_t)(200000 + 4096 * c), 1000 * c + i, i % 2);
@@ -210,6 +319,9 @@ int main(int argc, char **argv)
     for (i = 0; i < rounds; ++i) {
         out_of_order(MPI_COMM_WORLD, 10 * i);
         with_p2p(i);
+    }
+    if (world_size >= 2) {
+        semantics(500);
     }
     competing(rounds);
     totals[0] = checks;

@@ -40,6 +40,15 @@ typedef struct agg_context_spec {
     agg_oob_colls_t oob;
     void           *oob_ctx;   /* for the whole job */
     const char     *config_file; /* NULL: $AGG_CONFIG_FILE if set */
+    /*
+     * The caller's own progress engine (MPI's), or NULL. A wait in libagg
+     * calls it whenever its own poll moved nothing, so that the messages
+     * other members need from this process keep moving while it waits (a
+     * peer's synchronous send, the caller's own non-blocking requests).
+     * libagg's waits then sleep at most 1 ms at a time.
+     */
+    int           (*progress)(void *arg);
+    void           *progress_arg;
 } agg_context_spec_t;
 
 typedef struct agg_context agg_context_t;
