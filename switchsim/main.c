@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,8 @@
 #include "agg/shm.h"
 #include "agg/sock.h"
 #include "switchsim.h"
+
+#define SWITCHSIM_REAP_MS 200 /* how often SAT locks of dead holders are looked for */
 
 extern char **environ;
 
@@ -72,6 +75,7 @@ int main(int argc, char **argv)
     struct sigaction sa = {0};
     char err[512];
     int ready_fd = -1, c, rc = 1;
+    int64_t reaped_ms = 0;
     agg_status_t st;
 
     while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
@@ -97,7 +101,13 @@ int main(int argc, char **argv)
         return 2;
     }
     agg_log_set_level((int)agg_conf_int(&sim.conf, AGG_CONF_LOG_LEVEL));
-    sim.num_cpus    = sysconf(_SC_NPROCESSORS_ONLN);
+    {
+        /* the cores this process may run on (taskset, cgroups), not the machine's */
+        cpu_set_t set;
+
+        sim.num_cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) :
+                       sysconf(_SC_NPROCESSORS_ONLN);
+    }
     sim.num_workers = (unsigned)agg_conf_int(&sim.conf, AGG_CONF_SIM_WORKERS);
     if (sim.num_workers == 0) {
         sim.num_workers = sim.num_cpus > 2 ? (unsigned)sim.num_cpus - 1 : 1;
@@ -142,19 +152,28 @@ int main(int argc, char **argv)
         struct pollfd pfd = {.fd = sim.am_fd, .events = POLLIN};
 
         if (switchsim_reload_flag) {
+            static agg_conf_t fresh;
+
             switchsim_reload_flag = 0;
-            if (agg_conf_load(&sim.conf, config, environ, err, sizeof(err)) == AGG_OK) {
-                agg_log_set_level((int)agg_conf_int(&sim.conf, AGG_CONF_LOG_LEVEL));
+            if (agg_conf_load(&fresh, config, environ, err, sizeof(err)) == AGG_OK) {
+                agg_log_set_level((int)agg_conf_int(&fresh, AGG_CONF_LOG_LEVEL));
+                switchsim_ctl_wrlock(&sim);
+                sim.conf = fresh;
+                pthread_rwlock_unlock(&sim.lock);
                 agg_info("configuration reloaded");
             } else {
                 agg_error("reload failed, keeping the old settings: %s", err);
             }
         }
-        if (poll(&pfd, 1, 200) <= 0) {
-            /* a SAT lock whose holder died goes back, at most 200 ms later */
+        if (agg_time_ms() - reaped_ms >= SWITCHSIM_REAP_MS) {
+            /* a SAT lock whose holder died goes back, at most this much later,
+               however busy the control link is */
             switchsim_ctl_wrlock(&sim);
             switchsim_an_reap_locks(&sim);
             pthread_rwlock_unlock(&sim.lock);
+            reaped_ms = agg_time_ms();
+        }
+        if (poll(&pfd, 1, SWITCHSIM_REAP_MS) <= 0) {
             continue;
         }
         st = switchsim_ctl_handle(&sim);

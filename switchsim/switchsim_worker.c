@@ -71,7 +71,9 @@ static void *switchsim__worker_main(void *arg)
     switchsim_worker_t *w = arg;
     switchsim_t *sim = w->sim;
     agg_wait_t wait;
+    /* read once: a SIGHUP reload rewrites sim->conf in the control thread */
     long spin = agg_conf_int(&sim->conf, AGG_CONF_SPIN_COUNT);
+    int spin_default = sim->conf.v[AGG_CONF_SPIN_COUNT].source == AGG_CONF_SRC_DEFAULT;
 
     agg_wait_init(&wait, spin);
     while (!__atomic_load_n(&sim->stop, __ATOMIC_ACQUIRE)) {
@@ -82,9 +84,7 @@ static void *switchsim__worker_main(void *arg)
         /* spinning while ranks and switchsim outnumber the cores only takes
            the CPU from the process being waited for */
         wait.spin = (long)__atomic_load_n(&sim->members_total, __ATOMIC_RELAXED) +
-                    (long)sim->num_workers > sim->num_cpus &&
-                    sim->conf.v[AGG_CONF_SPIN_COUNT].source == AGG_CONF_SRC_DEFAULT ?
-                    0 : spin;
+                    (long)sim->num_workers > sim->num_cpus && spin_default ? 0 : spin;
         agg_wait_idle(&wait, &sim->host->doorbell, &sim->host->sleeping,
                       switchsim__has_work, w);
     }

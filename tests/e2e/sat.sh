@@ -28,7 +28,7 @@ check_paths ranks
 [ "$(stat zcopy_bytes "$TMP/ranks.stats")" -eq 0 ] || fail "ranks: switchsim read rank memory though the ranks pushed"
 
 # switchsim's threads do the nodes' work, reading chunks from the ranks
-run_check zcopy "$NP" "${SAT[@]}" -x AGG_RANK_PROGRESS=0 -- --max-count 65549
+run_check zcopy "$NP" "${SAT[@]}" -x AGG_RANK_PROGRESS=0 -x AGG_SAT_ZCOPY=1 -- --max-count 65549
 check_paths zcopy
 [ "$(stat zcopy_bytes "$TMP/zcopy.stats")" -gt 0 ] || fail "zcopy: no chunk was read from rank memory"
 
