@@ -28,6 +28,7 @@
 #include "agg/sock.h"
 
 #define AGG__FREE_REQS 8 /* request objects kept per communicator for reuse */
+#define AGG__CALLER_PROGRESS_NS 100000u /* a wait runs the caller's progress this often */
 
 agg_status_t agg__group_init(agg_comm_t *comm, agg__group_t *grp, const agg__tree_info_t *info)
 {
@@ -479,6 +480,7 @@ agg_status_t agg_request_wait(agg_request_t *req)
 {
     agg_comm_t *comm;
     agg__group_t *grp;
+    uint64_t mpi_at_ns = agg_time_ns();
 
     if (req == NULL) {
         return AGG_ERR_INVALID_PARAM;
@@ -493,9 +495,16 @@ agg_status_t agg_request_wait(agg_request_t *req)
         if (agg__others_progress(comm) > 0) {
             continue;
         }
-        /* ... or messages of the caller's (a peer's synchronous send) */
+        /* ... or messages of the caller's (a peer's synchronous send); not at
+           every poll: MPI's progress may yield the CPU, and costs the
+           latency of small allreduces on a machine with no core to spare */
         if (comm->ctx->progress != NULL) {
-            comm->ctx->progress(comm->ctx->progress_arg);
+            uint64_t now_ns = agg_time_ns();
+
+            if (now_ns - mpi_at_ns >= AGG__CALLER_PROGRESS_NS) {
+                comm->ctx->progress(comm->ctx->progress_arg);
+                mpi_at_ns = now_ns;
+            }
         }
         if (agg__request_stalled(req)) {
             return AGG_ERR_TIMEOUT;
