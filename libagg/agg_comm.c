@@ -153,11 +153,11 @@ static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t
     }
     req->job_id      = ctx->job.job_id;
     req->num_members = (uint32_t)spec->size;
-    req->osts        = ctx->osts_per_group;
-    req->flags       = (ctx->enable_sat && ctx->job.sat_tree_id ? AGG_GROUP_F_SAT : 0) |
-                       (ctx->reproducible ? AGG_GROUP_F_REPRODUCIBLE : 0);
-    req->sat_osts    = ctx->sat_depth;
-    req->sat_payload = ctx->sat_chunk;
+    req->osts        = ctx->alike.osts_per_group;
+    req->flags       = (ctx->alike.enable_sat && ctx->job.sat_tree_id ? AGG_GROUP_F_SAT : 0) |
+                       (ctx->alike.reproducible ? AGG_GROUP_F_REPRODUCIBLE : 0);
+    req->sat_osts    = ctx->alike.sat_depth;
+    req->sat_payload = ctx->alike.sat_chunk;
     ranks            = (uint32_t *)(req + 1);
     for (i = 0; i < spec->size; ++i) {
         ranks[i] = (uint32_t)spec->world_ranks[i];
@@ -327,13 +327,13 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
     agg__group_log(comm, &trees[0], 0);
     if (comm->sat.tl != NULL) {
         agg__group_log(comm, &trees[1], 1);
-    } else if (ctx->enable_sat && ctx->world_rank == 0) {
+    } else if (ctx->alike.enable_sat && ctx->world_rank == 0) {
         agg_info("communicator of %d ranks (group %u) has no SAT group: %s; its large "
                  "allreduces use the LLT", spec->size, comm->group_id,
                  agg_status_string(trees[1].status));
     }
     free(body);
-    if (comm->sat.tl != NULL && ctx->lock_on_init) {
+    if (comm->sat.tl != NULL && ctx->alike.lock_on_init) {
         st = agg__sat_lock_now(comm);
         if (st != AGG_OK && ctx->world_rank == 0) {
             agg_info("SHARP_COLL_LOCK_ON_COMM_INIT: the SAT lock was not had at creation (%s); "

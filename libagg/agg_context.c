@@ -141,8 +141,8 @@ static agg_status_t agg__job_create(agg_context_t *ctx, const char *names)
                                                         AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST);
     req->quota_max_groups      = (uint32_t)agg_conf_int(&ctx->conf,
                                                         AGG_CONF_JOB_QUOTA_MAX_GROUPS);
-    req->osts_per_group        = ctx->osts_per_group;
-    req->flags                 = (ctx->enable_sat ? AGG_JOB_F_SAT : 0) |
+    req->osts_per_group        = ctx->alike.osts_per_group;
+    req->flags                 = (ctx->alike.enable_sat ? AGG_JOB_F_SAT : 0) |
                                  (agg_conf_int(&ctx->conf, AGG_CONF_PLACEMENT) == 1 ?
                                   AGG_JOB_F_SPREAD : 0);
     req->num_hosts             = nh;
@@ -152,7 +152,7 @@ static agg_status_t agg__job_create(agg_context_t *ctx, const char *names)
     agg_info("job (ID: %llu) resource request quota: ( osts:%u user_data_per_ost:%u "
              "max_groups:%u max_qps:1 max_group_channels:1, num_trees:%d)",
              (unsigned long long)ctx->job_key, req->quota_osts, req->quota_payload_per_ost,
-             req->quota_max_groups, ctx->enable_sat ? 2 : 1);
+             req->quota_max_groups, ctx->alike.enable_sat ? 2 : 1);
     agg_wire_swap(req, AGG_FMT_JOB_CREATE, 1);
     st = agg_msg_call(ctx->am_fd, AGG_MSG_JOB_CREATE, req, req_len,
                       AGG_MSG_JOB_CREATE_REPLY, &rep, sizeof(rep), &len,
@@ -191,68 +191,36 @@ static void agg__context_settings(agg_context_t *ctx, const agg_context_spec_t *
         agg_debug("%d local ranks on %ld cores: no spinning", spec->local_size, cpus);
         ctx->spin_count = 0;
     }
-    ctx->progress           = spec->progress;
-    ctx->progress_arg       = spec->progress_arg;
-    ctx->coll_timeout_ms    = (int)agg_conf_int(c, AGG_CONF_COLL_TIMEOUT_MS);
-    ctx->connect_timeout_ms = (int)agg_conf_int(c, AGG_CONF_CONNECT_TIMEOUT_MS);
-    ctx->osts_per_group     = (uint32_t)agg_conf_int(c, AGG_CONF_OSTS_PER_GROUP);
-    ctx->enable_sat         = (int)agg_conf_int(c, AGG_CONF_ENABLE_SAT);
-    ctx->sat_threshold      = (size_t)agg_conf_int(c, AGG_CONF_SAT_THRESHOLD);
-    ctx->sat_chunk          = (uint32_t)agg_conf_int(c, AGG_CONF_SAT_CHUNK) & ~7u;
-    ctx->sat_depth          = (uint32_t)agg_conf_int(c, AGG_CONF_PIPELINE_DEPTH);
-    ctx->sat_batch          = (uint32_t)agg_conf_int(c, AGG_CONF_SAT_LOCK_BATCH_SIZE);
-    ctx->sat_retries        = (int)agg_conf_int(c, AGG_CONF_SAT_LOCK_RETRIES);
-    ctx->sat_retry_us       = (int)agg_conf_int(c, AGG_CONF_SAT_LOCK_RETRY_US);
-    ctx->lock_on_init       = (int)agg_conf_int(c, AGG_CONF_LOCK_ON_COMM_INIT);
-    ctx->sat_zcopy          = (int)agg_conf_int(c, AGG_CONF_SAT_ZCOPY);
-    ctx->reproducible       = (int)agg_conf_int(c, AGG_CONF_REPRODUCIBLE);
+    ctx->progress              = spec->progress;
+    ctx->progress_arg          = spec->progress_arg;
+    ctx->coll_timeout_ms       = (int)agg_conf_int(c, AGG_CONF_COLL_TIMEOUT_MS);
+    ctx->connect_timeout_ms    = (int)agg_conf_int(c, AGG_CONF_CONNECT_TIMEOUT_MS);
+    ctx->sat_zcopy             = (int)agg_conf_int(c, AGG_CONF_SAT_ZCOPY);
+    ctx->alike.osts_per_group  = (uint32_t)agg_conf_int(c, AGG_CONF_OSTS_PER_GROUP);
+    ctx->alike.enable_sat      = (int)agg_conf_int(c, AGG_CONF_ENABLE_SAT);
+    ctx->alike.sat_threshold   = (size_t)agg_conf_int(c, AGG_CONF_SAT_THRESHOLD);
+    ctx->alike.sat_chunk       = (uint32_t)agg_conf_int(c, AGG_CONF_SAT_CHUNK) & ~7u;
+    ctx->alike.sat_depth       = (uint32_t)agg_conf_int(c, AGG_CONF_PIPELINE_DEPTH);
+    ctx->alike.sat_batch       = (uint32_t)agg_conf_int(c, AGG_CONF_SAT_LOCK_BATCH_SIZE);
+    ctx->alike.sat_retries     = (int)agg_conf_int(c, AGG_CONF_SAT_LOCK_RETRIES);
+    ctx->alike.sat_retry_us    = (int)agg_conf_int(c, AGG_CONF_SAT_LOCK_RETRY_US);
+    ctx->alike.lock_on_init    = (int)agg_conf_int(c, AGG_CONF_LOCK_ON_COMM_INIT);
+    ctx->alike.reproducible    = (int)agg_conf_int(c, AGG_CONF_REPRODUCIBLE);
 }
 
 /*
- * The settings behind the per-call choices every member must make alike
- * (SAT or LLT, when to give the SAT lock back, how long to retry it): rank
- * 0's hold for the whole job. A rank started with other values would take
- * another path than its peers and wait for them until the timeout, so it
- * says which value it ignores.
+ * Rank 0's per-call settings (agg__alike_t) for everyone: a rank started
+ * with other values would take another path than its peers and wait for them
+ * until the timeout, so it says which values it ignores.
  */
-typedef struct agg__shared_settings {
-    uint64_t sat_threshold;
-    int32_t  enable_sat;
-    uint32_t sat_chunk;
-    uint32_t sat_depth;
-    uint32_t sat_batch;
-    int32_t  sat_retries;
-    int32_t  sat_retry_us;
-    int32_t  lock_on_init;
-    int32_t  reproducible;
-    uint32_t osts_per_group;
-} agg__shared_settings_t;
-
-static void agg__shared_get(const agg_context_t *ctx, agg__shared_settings_t *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->sat_threshold  = ctx->sat_threshold;
-    s->enable_sat     = ctx->enable_sat;
-    s->sat_chunk      = ctx->sat_chunk;
-    s->sat_depth      = ctx->sat_depth;
-    s->sat_batch      = ctx->sat_batch;
-    s->sat_retries    = ctx->sat_retries;
-    s->sat_retry_us   = ctx->sat_retry_us;
-    s->lock_on_init   = ctx->lock_on_init;
-    s->reproducible   = ctx->reproducible;
-    s->osts_per_group = ctx->osts_per_group;
-}
-
 static agg_status_t agg__settings_share(agg_context_t *ctx)
 {
-    agg__shared_settings_t mine, root;
+    agg__alike_t root = ctx->alike;
 
-    agg__shared_get(ctx, &mine);
-    root = mine;
     if (ctx->oob.bcast(ctx->oob_ctx, &root, sizeof(root), 0) != 0) {
         return AGG_ERR_OOB;
     }
-    if (memcmp(&mine, &root, sizeof(mine)) != 0) {
+    if (memcmp(&ctx->alike, &root, sizeof(root)) != 0) {
         agg_warn("rank %d: its SHARP_COLL_ENABLE_SAT, SHARP_COLL_SAT_THRESHOLD, "
                  "SHARP_COLL_SAT_LOCK_BATCH_SIZE, SHARP_COLL_LOCK_ON_COMM_INIT, "
                  "SHARP_COLL_PIPELINE_DEPTH, SHARP_COLL_OSTS_PER_GROUP, AGG_SAT_* or "
@@ -260,16 +228,7 @@ static agg_status_t agg__settings_share(agg_context_t *ctx)
                  "(threshold %llu, SAT %d, batch %u)", ctx->world_rank,
                  (unsigned long long)root.sat_threshold, root.enable_sat, root.sat_batch);
     }
-    ctx->sat_threshold  = (size_t)root.sat_threshold;
-    ctx->enable_sat     = root.enable_sat;
-    ctx->sat_chunk      = root.sat_chunk;
-    ctx->sat_depth      = root.sat_depth;
-    ctx->sat_batch      = root.sat_batch;
-    ctx->sat_retries    = root.sat_retries;
-    ctx->sat_retry_us   = root.sat_retry_us;
-    ctx->lock_on_init   = root.lock_on_init;
-    ctx->reproducible   = root.reproducible;
-    ctx->osts_per_group = root.osts_per_group;
+    ctx->alike = root;
     return AGG_OK;
 }
 
@@ -363,7 +322,7 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
         if (ctx->job.sat_tree_id != 0) {
             agg_info("tree_info: type:SAT tree idx:1 treeID:0x%x caps:0x16 quota: ( "
                      "sat_flows:%u chunk:%u pipeline_depth:%u)", ctx->job.sat_tree_id,
-                     ctx->job.sat_flows, ctx->sat_chunk, ctx->sat_depth);
+                     ctx->job.sat_flows, ctx->alike.sat_chunk, ctx->alike.sat_depth);
         }
     }
     *ctx_out = ctx;
@@ -423,11 +382,11 @@ agg_status_t agg_caps_query(agg_context_t *ctx, agg_caps_t *caps)
     caps->max_osts        = ctx->job.osts;
     caps->payload_per_ost = ctx->job.payload_per_ost;
     caps->max_groups      = ctx->job.max_groups;
-    caps->osts_per_group  = ctx->osts_per_group;
+    caps->osts_per_group  = ctx->alike.osts_per_group;
     caps->tree_depth      = ctx->job.tree_depth;
     caps->features        = AGG_FEATURE_LLT | AGG_FEATURE_REPRODUCIBLE |
                             (ctx->job.sat_tree_id ? AGG_FEATURE_SAT | AGG_FEATURE_SAT_LOCK : 0);
-    caps->sat_chunk       = ctx->sat_chunk;
+    caps->sat_chunk       = ctx->alike.sat_chunk;
     return AGG_OK;
 }
 

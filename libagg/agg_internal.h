@@ -8,6 +8,24 @@
 
 struct agg__group;
 
+/*
+ * The settings behind the per-call choices every member must make alike
+ * (SAT or LLT, when to give the SAT lock back, how long to retry it): rank
+ * 0's hold for the whole job (agg_context_init broadcasts them).
+ */
+typedef struct agg__alike {
+    uint64_t sat_threshold;
+    int32_t  enable_sat;
+    uint32_t sat_chunk;
+    uint32_t sat_depth;
+    uint32_t sat_batch;      /* 0 = keep the lock */
+    int32_t  sat_retries;
+    int32_t  sat_retry_us;
+    int32_t  lock_on_init;
+    int32_t  reproducible;
+    uint32_t osts_per_group;
+} agg__alike_t;
+
 struct agg_context {
     agg_conf_t      conf;
     int             world_rank;
@@ -17,7 +35,7 @@ struct agg_context {
     int             am_fd;         /* connection to aggmgr, -1 until needed */
     uint64_t        job_key;
     agg_msg_job_create_reply_t job; /* host order, identical on every rank */
-    uint32_t        osts_per_group;
+    agg__alike_t    alike;
     long            spin_count;
     int             coll_timeout_ms;
     int             connect_timeout_ms;
@@ -26,18 +44,9 @@ struct agg_context {
     int           (*progress)(void *arg); /* the caller's progress engine, or NULL */
     void           *progress_arg;
     uint64_t        frags_sent;
-    /* settings read once, used per call */
-    int             enable_sat;
-    size_t          sat_threshold;
-    uint32_t        sat_chunk;
-    uint32_t        sat_depth;
-    uint32_t        sat_batch;     /* 0 = keep the lock */
-    int             sat_retries;
-    int             sat_retry_us;
-    int             lock_on_init;
+    /* this rank's own, read once */
     int             rank_progress;
     int             sat_zcopy;
-    int             reproducible;
 };
 
 /* One tree of a group as this member sees it (from GROUP_CREATE_REPLY). */

@@ -211,15 +211,15 @@ static void agg__deliver(agg__group_t *grp, agg__frag_t *e, agg_status_t st)
     if (e->f.kind == AGG_DP_KIND_LOCK) {
         if (st == AGG_OK) {
             grp->lock       = AGG__LOCK_HELD;
-            grp->batch_left = comm->ctx->sat_batch;
+            grp->batch_left = comm->ctx->alike.sat_batch;
             req->state      = AGG__REQ_RUNNING;
             return;
         }
         grp->lock = AGG__LOCK_NONE;
-        if (st == AGG_ERR_SAT_LOCK_BUSY && req->lock_tries++ < comm->ctx->sat_retries) {
+        if (st == AGG_ERR_SAT_LOCK_BUSY && req->lock_tries++ < comm->ctx->alike.sat_retries) {
             /* every member sees the same refusal and repeats the same request */
             req->retry_at = (int64_t)(agg_time_ns() / 1000u) +
-                            ((int64_t)comm->ctx->sat_retry_us << (req->lock_tries - 1));
+                            ((int64_t)comm->ctx->alike.sat_retry_us << (req->lock_tries - 1));
             req->state = AGG__REQ_QUEUED;
             return;
         }
@@ -329,7 +329,7 @@ static unsigned agg__schedule(agg_comm_t *comm)
             steps++;
             /* the batch's last operation: the lock goes back once it completes */
             if (r->assigned == r->nfrags && r->grp == sat && sat->lock == AGG__LOCK_HELD &&
-                comm->ctx->sat_batch > 0 && --sat->batch_left == 0) {
+                comm->ctx->alike.sat_batch > 0 && --sat->batch_left == 0) {
                 sat->lock = AGG__LOCK_RELEASING;
             }
         }
