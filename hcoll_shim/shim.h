@@ -83,6 +83,9 @@ void shim_requests_finish(shim_comm_t *sc);
  */
 int shim_progress(void);
 
+/* The same, where the program waits for (or tests) reqs[0 .. n): only those may time out. */
+int shim_progress_for(const MPI_Request *reqs, int n);
+
 /* Drops the network side of the requests still active (MPI_Finalize). */
 void shim_requests_abandon(void);
 

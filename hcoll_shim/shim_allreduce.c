@@ -64,8 +64,11 @@ SHIM_API int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype
         shim.offloaded++;
         return MPI_SUCCESS;
     }
-    /* The tree failed for this communicator: it stays on the host from now on. */
-    sc->state = SHIM_COMM_HOST;
+    /*
+     * Every member sees a failure in the tree, so all complete this call the
+     * same way; the communicator stays offloaded (none may take another path
+     * on its own), and a tree that is gone fails the next calls at once.
+     */
     shim.fallbacks++;
     if (sbuf == MPI_IN_PLACE) {
         /* part of rbuf may already hold reduced data: redoing it would be wrong */

@@ -86,36 +86,62 @@ static void shim_init(int thread_level)
     PMPI_Comm_size(MPI_COMM_WORLD, &shim.world_size);
     snprintf(err, sizeof(err), "shim:%d", shim.world_rank);
     agg_log_set_prefix(err);
-    if (agg_conf_load(&conf, NULL, environ, err, sizeof(err)) != AGG_OK) {
-        if (shim.world_rank == 0) {
-            fprintf(stderr, "hcoll_shim: %s; offload disabled\n", err);
+    {
+        /*
+         * Rank 0's choices hold for every rank: one that took another path
+         * than its peers (host or network, set up a group or not) would wait
+         * for them in vain, or pair its collectives with theirs wrongly.
+         */
+        long long mine[5] = {0}, root[5];
+        int ok = agg_conf_load(&conf, NULL, environ, err, sizeof(err)) == AGG_OK;
+
+        if (!ok) {
+            fprintf(stderr, "hcoll_shim: rank %d: %s; offload disabled\n", shim.world_rank,
+                    err);
+        } else {
+            agg_log_set_level((int)agg_conf_int(&conf, AGG_CONF_LOG_LEVEL));
+            mine[0] = agg_conf_int(&conf, AGG_CONF_HCOLL_ENABLE_SHARP);
+            mine[1] = agg_conf_int(&conf, AGG_CONF_HCOLL_SHARP_NP);
+            mine[2] = agg_conf_int(&conf, AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX);
+            mine[3] = agg_conf_int(&conf, AGG_CONF_SAT_THRESHOLD);
+            mine[4] = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
+            if (shim.world_rank == 0) {
+                agg_conf_check_env(environ, shim_warn_env, NULL);
+            }
         }
-        shim.level = 0;
-        return;
-    }
-    agg_log_set_level((int)agg_conf_int(&conf, AGG_CONF_LOG_LEVEL));
-    shim.level     = (int)agg_conf_int(&conf, AGG_CONF_HCOLL_ENABLE_SHARP);
-    shim.np        = agg_conf_int(&conf, AGG_CONF_HCOLL_SHARP_NP);
-    shim.max_bytes = agg_conf_int(&conf, AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX);
-    shim.large_bytes = agg_conf_int(&conf, AGG_CONF_SAT_THRESHOLD);
-    shim.large_host  = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
-    if (shim.world_rank == 0) {
-        agg_conf_check_env(environ, shim_warn_env, NULL);
+        memcpy(root, mine, sizeof(root));
+        PMPI_Bcast(root, 5, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+        if (ok && memcmp(mine, root, sizeof(root)) != 0) {
+            agg_warn("rank %d: its HCOLL_ENABLE_SHARP, HCOLL_SHARP_NP, "
+                     "HCOLL_ALLREDUCE_SHARP_MAX, SHARP_COLL_SAT_THRESHOLD or "
+                     "HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG differ from rank 0's; rank 0's "
+                     "are used (HCOLL_ENABLE_SHARP=%lld)", shim.world_rank, root[0]);
+        }
+        shim.level       = (int)root[0];
+        shim.np          = root[1];
+        shim.max_bytes   = root[2];
+        shim.large_bytes = root[3];
+        shim.large_host  = (int)root[4];
     }
     if (shim.level == 0) {
         agg_debug("HCOLL_ENABLE_SHARP=0: every collective on the host path");
         return;
     }
-    if (thread_level == MPI_THREAD_MULTIPLE) {
+    {
         /* Collectives from several threads at once could interleave their
          * group set-up differently on different ranks: never risk a hang. */
-        if (shim.world_rank == 0) {
-            agg_warn("HCOLL_ENABLE_SHARP=%d ignored: the program runs with "
-                     "MPI_THREAD_MULTIPLE, which the offload does not support yet; "
-                     "collectives use the host path", shim.level);
+        int multiple = thread_level == MPI_THREAD_MULTIPLE;
+
+        PMPI_Allreduce(MPI_IN_PLACE, &multiple, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (multiple) {
+            if (shim.world_rank == 0) {
+                agg_warn("HCOLL_ENABLE_SHARP=%d ignored: the program runs with "
+                         "MPI_THREAD_MULTIPLE, which the offload does not support yet; "
+                         "collectives use the host path", shim.level);
+            }
+            shim.level = 0;
+            return;
         }
-        shim.level = 0;
-        return;
     }
     PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world_oob);
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &shim.keyval,

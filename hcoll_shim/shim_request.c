@@ -4,10 +4,11 @@
  * shim completes when libagg's request completes. Under Open MPI,
  * shim_progress is one of its progress callbacks, so any MPI call that
  * waits (MPI_Recv as much as MPI_Wait) moves the requests on, as a network
- * that needs no host would. In an MPI without such a hook, the wait and test
- * calls (MPI_Wait, MPI_Test, their -all, -any and -some forms, and
- * MPI_Request_get_status) poll libagg's requests, then MPI's own, while any
- * is in flight.
+ * that needs no host would. While any is in flight the wait and test calls
+ * (MPI_Wait, MPI_Test, their -all, -any and -some forms, and
+ * MPI_Request_get_status) also poll libagg's requests, then MPI's own: in an
+ * MPI without such a hook that is what moves them, and only a request the
+ * program waits for or tests may time out (AGG_COLL_TIMEOUT_MS).
  *
  * A request that fails in the network (a timeout, the group torn down)
  * completes with MPI_ERR_INTERN through the communicator's error handler:
@@ -79,7 +80,11 @@ int shim_ireq_start(shim_comm_t *sc, MPI_Comm comm, const agg_reduce_spec_t *spe
 
 /*
  * A request whose libagg side finished: let that go now (the communicator
- * may be freed before MPI frees the request) and complete its MPI side.
+ * may be freed before MPI frees the request) and complete its MPI side. A
+ * failure reaches the program through the request's status (query_fn), and
+ * MPI_Wait then raises the error handler outside MPI's progress engine. The
+ * communicator stays offloaded: every member sees a failure in the tree, and
+ * none must take another path than the others on its own.
  */
 static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
 {
@@ -88,17 +93,25 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
     if (st != AGG_OK) {
         agg_error("non-blocking allreduce failed in the network (%s); reporting "
                   "MPI_ERR_INTERN", agg_strerror(st));
-        sr->error     = MPI_ERR_INTERN;
-        sr->sc->state = SHIM_COMM_HOST;
+        sr->error = MPI_ERR_INTERN;
         shim.fallbacks++;
     }
+    /* last: if the program freed the request already, this frees sr */
     PMPI_Grequest_complete(sr->greq);
-    if (st != AGG_OK) {
-        PMPI_Comm_call_errhandler(sr->comm, MPI_ERR_INTERN);
-    }
 }
 
-int shim_progress(void)
+/* Whether sr's MPI request is one of reqs[0 .. n). */
+static int shim_ireq_in(const shim_req_t *sr, const MPI_Request *reqs, int n)
+{
+    for (int i = 0; i < n; ++i) {
+        if (reqs[i] == sr->greq) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int shim_progress_for(const MPI_Request *reqs, int n)
 {
     shim_req_t **pp = &shim.active, *sr;
     agg_status_t st;
@@ -109,7 +122,8 @@ int shim_progress(void)
     }
     shim.progressing = 1;
     while ((sr = *pp) != NULL) {
-        st = agg_request_test(sr->agg);
+        /* only a request somebody waits for may time out */
+        st = shim_ireq_in(sr, reqs, n) ? agg_request_test(sr->agg) : agg_request_poll(sr->agg);
         if (st == AGG_INPROGRESS) {
             pp = &sr->next;
             continue;
@@ -120,6 +134,11 @@ int shim_progress(void)
     }
     shim.progressing = 0;
     return completed;
+}
+
+int shim_progress(void)
+{
+    return shim_progress_for(NULL, 0);
 }
 
 /* Completes sr, whose network side is waited for here. */
@@ -161,20 +180,21 @@ void shim_requests_abandon(void)
 
 /*
  * Whether MPI's own wait and test calls suffice: nothing of ours is in
- * flight, or Open MPI's progress engine runs shim_progress itself (then a
- * PMPI_Wait on one of our requests completes like any other).
+ * flight. Otherwise they poll ours too (even where Open MPI's progress
+ * engine runs shim_progress): a request of ours that the program waits for
+ * may time out, one it does not wait for yet may not.
  */
 static inline int shim_mpi_drives(void)
 {
-    return shim.registered || shim.active == NULL;
+    return shim.active == NULL;
 }
 
 /* Polls until done() says so; libagg's requests and MPI's move on together. */
-#define SHIM_WAIT_LOOP(_test_call)                                                 \
+#define SHIM_WAIT_LOOP(_reqs, _n, _test_call)                                      \
     do {                                                                           \
         int _flag = 0, _rc;                                                        \
         for (;;) {                                                                 \
-            int _moved = shim_progress();                                          \
+            int _moved = shim_progress_for((_reqs), (_n));                         \
             _rc = (_test_call);                                                    \
             if (_rc != MPI_SUCCESS || _flag) {                                     \
                 return _rc;                                                        \
@@ -190,13 +210,13 @@ SHIM_API int MPI_Wait(MPI_Request *request, MPI_Status *status)
     if (shim_mpi_drives()) {
         return PMPI_Wait(request, status);
     }
-    SHIM_WAIT_LOOP(PMPI_Test(request, &_flag, status));
+    SHIM_WAIT_LOOP(request, 1, PMPI_Test(request, &_flag, status));
 }
 
 SHIM_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
     if (!shim_mpi_drives()) {
-        shim_progress();
+        shim_progress_for(request, 1);
     }
     return PMPI_Test(request, flag, status);
 }
@@ -206,13 +226,13 @@ SHIM_API int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[
     if (shim_mpi_drives()) {
         return PMPI_Waitall(count, requests, statuses);
     }
-    SHIM_WAIT_LOOP(PMPI_Testall(count, requests, &_flag, statuses));
+    SHIM_WAIT_LOOP(requests, count, PMPI_Testall(count, requests, &_flag, statuses));
 }
 
 SHIM_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
 {
     if (!shim_mpi_drives()) {
-        shim_progress();
+        shim_progress_for(requests, count);
     }
     return PMPI_Testall(count, requests, flag, statuses);
 }
@@ -223,14 +243,14 @@ SHIM_API int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Stat
         return PMPI_Waitany(count, requests, index, status);
     }
     /* no active request among them: Testany says flag 1, index MPI_UNDEFINED */
-    SHIM_WAIT_LOOP(PMPI_Testany(count, requests, index, &_flag, status));
+    SHIM_WAIT_LOOP(requests, count, PMPI_Testany(count, requests, index, &_flag, status));
 }
 
 SHIM_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag,
                          MPI_Status *status)
 {
     if (!shim_mpi_drives()) {
-        shim_progress();
+        shim_progress_for(requests, count);
     }
     return PMPI_Testany(count, requests, index, flag, status);
 }
@@ -242,23 +262,24 @@ SHIM_API int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, in
         return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     }
     /* done once something completed, or nothing was active (MPI_UNDEFINED) */
-    SHIM_WAIT_LOOP((_rc = PMPI_Testsome(incount, requests, outcount, indices, statuses),
+    SHIM_WAIT_LOOP(requests, incount,
+                   (_rc = PMPI_Testsome(incount, requests, outcount, indices, statuses),
                     _flag = *outcount != 0, _rc));
-}
-
-SHIM_API int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
-{
-    if (!shim_mpi_drives()) {
-        shim_progress();
-    }
-    return PMPI_Request_get_status(request, flag, status);
 }
 
 SHIM_API int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[],
                           MPI_Status statuses[])
 {
     if (!shim_mpi_drives()) {
-        shim_progress();
+        shim_progress_for(requests, incount);
     }
     return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+SHIM_API int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status)
+{
+    if (!shim_mpi_drives()) {
+        shim_progress_for(&request, 1);
+    }
+    return PMPI_Request_get_status(request, flag, status);
 }

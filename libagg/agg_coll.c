@@ -94,6 +94,9 @@ agg_status_t agg_request_post(agg_request_t *req)
         return AGG_ERR_INVALID_PARAM;
     }
     if (req->state != AGG__REQ_INACTIVE && req->state != AGG__REQ_DONE) {
+        /* move it on, so that a caller trying again (after a timeout, say)
+           sees it drain and may post it then */
+        agg__comm_progress(req->comm);
         agg__set_last_error("agg_request_post: the request is still in flight");
         return AGG_ERR_INVALID_PARAM;
     }

@@ -360,6 +360,7 @@ err_free:
 static void agg__comm_drain(agg_comm_t *comm)
 {
     agg_request_t *r;
+    int freed;
 
     /*
      * A wait may recycle requests the caller freed in flight (this one and
@@ -374,7 +375,14 @@ static void agg__comm_drain(agg_comm_t *comm)
         if (r == NULL) {
             return;
         }
+        /* one the caller freed is recycled (even freed) as it completes:
+           hold it until the wait is over */
+        freed    = r->freed;
+        r->freed = 0;
         agg_request_wait(r); /* done or abandoned when it returns */
+        if (freed) {
+            agg_request_free(r);
+        }
     }
 }
 

@@ -24,6 +24,7 @@ typedef struct agg__alike {
     int32_t  lock_on_init;
     int32_t  reproducible;
     uint32_t osts_per_group;
+    int32_t  coll_timeout_ms; /* one rank giving up alone would leave the others waiting */
 } agg__alike_t;
 
 struct agg_context {
@@ -37,7 +38,6 @@ struct agg_context {
     agg_msg_job_create_reply_t job; /* host order, identical on every rank */
     agg__alike_t    alike;
     long            spin_count;
-    int             coll_timeout_ms;
     int             connect_timeout_ms;
     int             num_groups;    /* groups created (LLT and SAT), for the INFO lines */
     struct agg_comm *comms;        /* every communicator, so a wait moves them all */
@@ -185,7 +185,8 @@ struct agg_request {
     int                abandoned; /* timed out: its fragments fail, nothing is written */
     int                lock_tries;
     int64_t            retry_at;  /* us: next lock request not before */
-    int64_t            seen_ms;   /* last progress, for the timeout */
+    int64_t            seen_ms;   /* stall clock started (0: not running), for the timeout */
+    int64_t            waited_ms; /* last timed test or wait */
     agg_request_t     *next;
 };
 

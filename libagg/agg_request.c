@@ -29,6 +29,7 @@
 
 #define AGG__FREE_REQS 8 /* request objects kept per communicator for reuse */
 #define AGG__CALLER_PROGRESS_NS 100000u /* a wait runs the caller's progress this often */
+#define AGG__WAIT_GAP_MS 1000 /* timed polls further apart than this are separate waits */
 
 agg_status_t agg__group_init(agg_comm_t *comm, agg__group_t *grp, const agg__tree_info_t *info)
 {
@@ -396,7 +397,8 @@ void agg__request_start(agg_request_t *req, agg__group_t *grp)
     req->done       = 0;
     req->lock_tries = 0;
     req->retry_at   = 0;
-    req->seen_ms    = agg_time_ms();
+    req->seen_ms    = 0;
+    req->waited_ms  = 0;
     agg__request_route(req, grp);
     if (comm->tail != NULL) {
         comm->tail->next = req;
@@ -416,22 +418,25 @@ static int agg__request_stalled(agg_request_t *req)
     agg_comm_t *comm = req->comm;
     int64_t now = agg_time_ms();
 
-    if (req->seen_ms == 0) {
+    /* the clock runs only while somebody waits: a first wait after a long
+       time of polls (or of nothing) starts it anew */
+    if (req->seen_ms == 0 || now - req->waited_ms > AGG__WAIT_GAP_MS) {
         req->seen_ms = now;
-        return 0;
     }
-    if (now - req->seen_ms <= comm->ctx->coll_timeout_ms) {
+    req->waited_ms = now;
+    if (now - req->seen_ms <= comm->ctx->alike.coll_timeout_ms) {
         return 0;
     }
     agg_error("allreduce of %zu x %s (%s) on group %u: no progress for %d ms "
               "(fragment %zu of %zu)", req->spec.count, agg_dtype_name(req->spec.dtype),
-              agg_op_name(req->spec.op), comm->group_id, comm->ctx->coll_timeout_ms,
+              agg_op_name(req->spec.op), comm->group_id, comm->ctx->alike.coll_timeout_ms,
               req->done, req->nfrags);
     agg__request_abandon(req, AGG_ERR_TIMEOUT);
     return 1;
 }
 
-agg_status_t agg_request_test(agg_request_t *req)
+/* test (timed) and poll (not): one step of the request's communicator. */
+static agg_status_t agg__request_step(agg_request_t *req, int timed)
 {
     if (req == NULL) {
         return AGG_ERR_INVALID_PARAM;
@@ -442,11 +447,21 @@ agg_status_t agg_request_test(agg_request_t *req)
     if (req->state != AGG__REQ_DONE) {
         if (agg__comm_progress(req->comm) > 0) {
             req->seen_ms = 0;
-        } else if (agg__request_stalled(req)) {
+        } else if (timed && agg__request_stalled(req)) {
             return AGG_ERR_TIMEOUT;
         }
     }
     return req->state == AGG__REQ_DONE ? req->status : AGG_INPROGRESS;
+}
+
+agg_status_t agg_request_test(agg_request_t *req)
+{
+    return agg__request_step(req, 1);
+}
+
+agg_status_t agg_request_poll(agg_request_t *req)
+{
+    return agg__request_step(req, 0);
 }
 
 static unsigned agg__others_progress(agg_comm_t *comm)

@@ -125,7 +125,7 @@ static agg_status_t agg__tl_shm_attach(agg_context_t *ctx, const agg__tree_info_
     t->zcopy           = t->staged && ctx->sat_zcopy && info->tree == AGG_TREE_SAT &&
                          agg__tl_shm_cma_ok(t->host);
     t->drv.ctr         = &agg_dp_chan(t->seg, t->member)->drv;
-    t->coll_timeout_ms = ctx->coll_timeout_ms;
+    t->coll_timeout_ms = ctx->alike.coll_timeout_ms;
     t->pid             = (uint32_t)getpid();
     agg_wait_init(&t->wait, ctx->spin_count);
     if (ctx->progress != NULL) {

@@ -155,7 +155,9 @@ int main(int argc, char **argv)
             static agg_conf_t fresh;
 
             switchsim_reload_flag = 0;
-            if (agg_conf_load(&fresh, config, environ, err, sizeof(err)) == AGG_OK) {
+            if (agg_conf_load(&fresh, config, environ, err, sizeof(err)) == AGG_OK &&
+                (am == NULL || agg_conf_set(&fresh, AGG_CONF_AM_ADDR, am, AGG_CONF_SRC_CMDLINE,
+                                            "--am", err, sizeof(err)) == AGG_OK)) {
                 agg_log_set_level((int)agg_conf_int(&fresh, AGG_CONF_LOG_LEVEL));
                 switchsim_ctl_wrlock(&sim);
                 sim.conf = fresh;

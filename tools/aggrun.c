@@ -268,8 +268,9 @@ again:
         snprintf(addr, sizeof(addr), "%s", line);
     }
     if (mgr < 0 && strcmp(addr, "127.0.0.1:0") != 0) {
-        /* another aggrun took the address between the probe and the bind */
-        fprintf(stderr, "aggrun: trying any free loopback port instead\n");
+        /* another launcher may have taken the address between the probe and the bind */
+        fprintf(stderr, "aggrun: aggmgr did not start on %s; trying again on any free "
+                "loopback port\n", addr);
         snprintf(addr, sizeof(addr), "127.0.0.1:0");
         goto again;
     }

@@ -11,7 +11,7 @@ run_nb() { # name np [mpirun args...]
     shift 2
     "$BIN/aggrun" --stats-file "$TMP/$name.stats" -- "${MPIRUN[@]}" -np "$np" \
         -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 -x SHARP_COLL_LOG_LEVEL=3 "$@" \
-        "$BIN/nb_check" --rounds 3 >"$TMP/$name.out" 2>&1 ||
+        "$BIN/nb_check" --rounds 3 ${NB_ARGS:-} >"$TMP/$name.out" 2>&1 ||
         { cat "$TMP/$name.out"; fail "$name: nb_check failed"; }
     expect_clean "$TMP/$name.out" nb_check "$name: wrong results"
     grep -E "^nb_check" "$TMP/$name.out"
@@ -19,6 +19,8 @@ run_nb() { # name np [mpirun args...]
 SAT=(-x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096)
 
 run_nb llt 2
+# ranks 3 s apart with a 2 s timeout: only a request somebody waits for may time out
+NB_ARGS="--rounds 1 --skew-ms 3000" run_nb skew 2 -x AGG_COLL_TIMEOUT_MS=2000
 [ "$(stat sat_chunks_in "$TMP/llt.stats")" -eq 0 ] || fail "SAT used though not enabled"
 grep -q "[1-9][0-9]* non-blocking" "$TMP/llt.out" || fail "no MPI_Iallreduce was offloaded"
 

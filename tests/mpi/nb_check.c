@@ -10,7 +10,7 @@
  *   - MPI semantics held-out programs rely on (see semantics()).
  * Every result is checked element by element.
  *
- *   nb_check [--rounds N]
+ *   nb_check [--rounds N] [--skew-ms MS]
  *
  * Prints "nb_check: N passed, M failed" on rank 0; exits non-zero on a failure.
  */
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int world_rank, world_size;
 static long checks, failures;
@@ -262,6 +263,31 @@ static void semantics(int salt)
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
 }
 
+/*
+ * Ranks far apart (skew_ms, longer than AGG_COLL_TIMEOUT_MS in the test):
+ * rank 0 starts an allreduce and sits in MPI_Recv while rank 1 is busy
+ * elsewhere. MPI allows any such delay: a request nobody waits for yet must
+ * not time out, though MPI's progress engine polls it all along.
+ */
+static void skewed(int skew_ms)
+{
+    job_t j;
+    int token = 0;
+
+    job_start(&j, MPI_COMM_WORLD, 1000, 77, 0);
+    if (world_rank == 0) {
+        MPI_Recv(&token, 1, MPI_INT, 1, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (world_rank == 1) {
+        double until = MPI_Wtime() + skew_ms / 1000.0;
+        while (MPI_Wtime() < until) {
+            usleep(1000); /* busy with something else, not in MPI */
+        }
+        MPI_Send(&token, 1, MPI_INT, 0, 13, MPI_COMM_WORLD);
+    }
+    MPI_Wait(&j.req, MPI_STATUS_IGNORE);
+    job_check(&j, "a request left waiting longer than the timeout while its rank was elsewhere");
+}
+
 /* Several communicators over the same ranks: in turn, then all at once. */
 static void competing(int rounds)
 {
@@ -306,7 +332,7 @@ static void competing(int rounds)
 int main(int argc, char **argv)
 {
     long totals[2], sums[2];
-    int rounds = 4, i;
+    int rounds = 4, skew_ms = 0, i;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -314,6 +340,8 @@ int main(int argc, char **argv)
     for (i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
             rounds = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--skew-ms") == 0 && i + 1 < argc) {
+            skew_ms = atoi(argv[++i]);
         }
     }
     for (i = 0; i < rounds; ++i) {
@@ -322,6 +350,9 @@ int main(int argc, char **argv)
     }
     if (world_size >= 2) {
         semantics(500);
+        if (skew_ms > 0) {
+            skewed(skew_ms);
+        }
     }
     competing(rounds);
     totals[0] = checks;

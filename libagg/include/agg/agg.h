@@ -186,6 +186,15 @@ AGG_API agg_status_t agg_request_post(agg_request_t *req);
  */
 AGG_API agg_status_t agg_request_test(agg_request_t *req);
 
+/*
+ * Like agg_request_test, but never times out: for a progress engine that
+ * polls every request in flight whether or not anybody waits for it yet
+ * (MPI allows any delay between the members of a non-blocking collective).
+ * agg_request_test and agg_request_wait fail a request that saw no progress
+ * for coll_timeout_ms (rank 0's value) while they were called.
+ */
+AGG_API agg_status_t agg_request_poll(agg_request_t *req);
+
 /* Drives until the request completes or coll_timeout_ms pass with no progress. */
 AGG_API agg_status_t agg_request_wait(agg_request_t *req);
 
