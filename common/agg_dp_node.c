@@ -494,7 +494,8 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
     } else {
         agg__dp_complete(v, node, slot, drv);
     }
-    if (__atomic_load_n(&s->work_gen, __ATOMIC_SEQ_CST) != drv->work_seen) {
+    if (__atomic_load_n(&s->work_gen, __ATOMIC_SEQ_CST) != drv->work_seen ||
+        drv->work_seg != s) {
         agg_dp_progress(v, drv);
     }
     return AGG_OK;
@@ -506,7 +507,7 @@ unsigned agg_dp_progress(agg_dp_view_t *v, agg_dp_driver_t *drv)
     uint32_t gen = __atomic_load_n(&s->work_gen, __ATOMIC_SEQ_CST), i, k;
     unsigned moved = 0, left = 0;
 
-    if (gen == drv->work_seen || drv->in_progress) {
+    if ((gen == drv->work_seen && drv->work_seg == s) || drv->in_progress) {
         return 0;
     }
     drv->in_progress = 1;
@@ -520,9 +521,15 @@ unsigned agg_dp_progress(agg_dp_view_t *v, agg_dp_driver_t *drv)
         for (k = 0; k < s->num_slots; ++k) {
             agg_dp_slot_t *slot = (agg_dp_slot_t *)((uint8_t *)s + node->slots_off +
                                                     (size_t)k * s->slot_stride);
+            uint32_t state = __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
 
-            if ((__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) & ~AGG_DP_SLOT_LOCKED) !=
-                node->expected) {
+            if (state & AGG_DP_SLOT_LOCKED) {
+                /* its holder may be completing it and about to mark it pending
+                   (with its count still one short): not handled yet */
+                left++;
+                continue;
+            }
+            if (state != node->expected) {
                 continue;
             }
             if (agg__dp_retry(v, node, slot, drv)) {
@@ -535,6 +542,7 @@ unsigned agg_dp_progress(agg_dp_view_t *v, agg_dp_driver_t *drv)
     /* the generation counts as handled only once nothing is left waiting */
     if (left == 0) {
         drv->work_seen = gen;
+        drv->work_seg  = s;
     }
     drv->in_progress = 0;
     return moved;

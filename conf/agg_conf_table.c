@@ -548,8 +548,8 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .min    = 0,
         .max    = 256,
         .scope  = AGG_CONF_SCOPE_SIM,
-        .doc    = "switchsim's reduction threads; 0 = one per online core but "
-                  "one (at least one). They do the nodes' work that ranks "
+        .doc    = "switchsim's reduction threads; 0 = one per core it may run on "
+                  "(its CPU affinity) but one, at least one. They do the nodes' work that ranks "
                   "leave to switchsim (all of it with rank_progress off); a "
                   "thread with nothing to do sleeps, and none spins while "
                   "processes outnumber cores.",

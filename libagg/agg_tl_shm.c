@@ -253,7 +253,8 @@ static int agg__tl_shm_ready(void *arg)
 
     return agg_dp_result(r->t->seg, r->n) != NULL ||
            __atomic_load_n(&r->t->seg->dead, __ATOMIC_ACQUIRE) ||
-           __atomic_load_n(&r->t->seg->work_gen, __ATOMIC_ACQUIRE) != r->t->drv.work_seen;
+           __atomic_load_n(&r->t->seg->work_gen, __ATOMIC_ACQUIRE) != r->t->drv.work_seen ||
+           r->t->drv.work_seg != r->t->seg;
 }
 
 static void agg__tl_shm_idle(void *tlp, const agg_tl_frag_t *f)

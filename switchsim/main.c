@@ -111,6 +111,9 @@ int main(int argc, char **argv)
     sim.num_workers = (unsigned)agg_conf_int(&sim.conf, AGG_CONF_SIM_WORKERS);
     if (sim.num_workers == 0) {
         sim.num_workers = sim.num_cpus > 2 ? (unsigned)sim.num_cpus - 1 : 1;
+        if (sim.num_workers > SWITCHSIM_MAX_WORKERS) {
+            sim.num_workers = SWITCHSIM_MAX_WORKERS;
+        }
     }
     sim.am_fd = -1;
     {

@@ -43,6 +43,8 @@ typedef struct switchsim_an {
     switchsim_gnode_t *gnodes;      /* groups with a node here */
 } switchsim_an_t;
 
+#define SWITCHSIM_MAX_WORKERS 256 /* sim_workers' range */
+
 typedef struct switchsim_group {
     uint32_t           id;
     uint32_t           job_id;
@@ -53,6 +55,8 @@ typedef struct switchsim_group {
     agg_dp_view_t      view;
     switchsim_gnode_t *gnodes;      /* one per node */
     switchsim_an_t   **ans;         /* per node: its switch */
+    uint32_t           work_seen[SWITCHSIM_MAX_WORKERS]; /* per worker: the segment's
+                                       work_gen it handled last (one driver, many groups) */
     struct switchsim_group *next;
 } switchsim_group_t;
 

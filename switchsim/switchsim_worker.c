@@ -37,7 +37,7 @@ static int switchsim__has_work(void *arg)
     for (g = sim->groups; g != NULL && !found; g = g->next) {
         agg_dp_seg_t *s = g->view.seg;
 
-        found = __atomic_load_n(&s->work_gen, __ATOMIC_ACQUIRE) != w->drv.work_seen;
+        found = __atomic_load_n(&s->work_gen, __ATOMIC_ACQUIRE) != g->work_seen[w->index];
         for (m = w->index; m < s->num_members && !found; m += sim->num_workers) {
             uint64_t n = __atomic_load_n(&agg_dp_chan(s, m)->consumed, __ATOMIC_ACQUIRE) + 1;
             found = __atomic_load_n(&agg_dp_stage(s, m, n)->n, __ATOMIC_ACQUIRE) == n;
@@ -57,10 +57,16 @@ static unsigned switchsim__pass(switchsim_worker_t *w)
 
     pthread_rwlock_rdlock(&sim->lock);
     for (g = sim->groups; g != NULL; g = g->next) {
+        /* the driver's idea of what is handled is about this group's segment */
+        w->drv.work_seen = g->work_seen[w->index];
+        w->drv.work_seg  = g->view.seg;
         for (m = w->index; m < g->num_members; m += sim->num_workers) {
             moved += agg_dp_scan(&g->view, m, &w->drv);
         }
         moved += agg_dp_progress(&g->view, &w->drv);
+        if (w->drv.work_seg == g->view.seg) {
+            g->work_seen[w->index] = w->drv.work_seen;
+        }
     }
     pthread_rwlock_unlock(&sim->lock);
     return moved;

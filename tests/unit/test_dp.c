@@ -243,6 +243,48 @@ static void test_busy_parent(void **state)
     dp_test_free(t);
 }
 
+/*
+ * Another driver scans while a pusher holds a slot it is completing: the
+ * pusher marks the slot pending and bumps work_gen before it lets go, with
+ * the slot's count still one short. The scan must not count that generation
+ * as handled, or nobody moves the slot on (a hang seen once in many runs of
+ * test_dp_procs' port test).
+ */
+static void test_progress_during_completion(void **state)
+{
+    uint32_t leaf[2] = {1, 1};
+    dp_test_seg_t *t = dp_test_tree(1, leaf, 2, 2, 64, 0);
+    agg_dp_driver_t other = {.ctr = &t->ctr};
+    agg_dp_seg_t *s;
+    agg_dp_slot_t *root, *slot;
+    int32_t a = 5, out = 0;
+
+    assert_non_null(t);
+    s    = t->view.seg;
+    root = agg_dp_slot(s, agg_dp_node(s, 0), 1);
+    slot = agg_dp_slot(s, agg_dp_node(s, 1), 1);
+    assert_int_equal(dp_test_push(t, 0, 1, AGG_DTYPE_INT32, AGG_OP_SUM, &a, 1), AGG_OK);
+    /* member 1's push, by hand, up to the moment before it unlocks: combined,
+       the parent found busy, the slot marked and work_gen bumped */
+    root->state = AGG_DP_SLOT_LOCKED;
+    slot->state = 1 | AGG_DP_SLOT_LOCKED;
+    *(int32_t *)agg_dp_acc(slot) += a;
+    slot->seen |= 2;
+    slot->flags |= AGG_DP_SLOT_PENDING;
+    __atomic_fetch_add(&s->work_gen, 1, __ATOMIC_SEQ_CST);
+    /* the other driver scans now */
+    assert_int_equal(agg_dp_progress(&t->view, &other), 0);
+    /* the pusher unlocks (its own retry finds the parent still busy), then
+       the parent is let go */
+    slot->state = 2;
+    root->state = 0;
+    assert_int_equal(agg_dp_progress(&t->view, &other), 1);
+    assert_non_null(agg_dp_result(s, 1));
+    agg_dp_copy_out(agg_dp_result(s, 1), &out);
+    assert_int_equal(out, 10);
+    dp_test_free(t);
+}
+
 /* Sums that depend on the order: 1e8 + 1 - 1e8 ... in float32. */
 static float combine_in_order(const uint32_t *perm, uint32_t flags, const float *vals)
 {
@@ -510,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_sat_lock),
         cmocka_unit_test(test_many_children_bitmap),
         cmocka_unit_test(test_ports_late_duplicate),
+        cmocka_unit_test(test_progress_during_completion),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

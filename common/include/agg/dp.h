@@ -390,7 +390,9 @@ typedef struct agg_dp_driver {
     agg_dp_counters_t *ctr;          /* this driver's counters (single writer) */
     void              *scratch;      /* CMA staging, scratch_size bytes */
     size_t             scratch_size;
-    uint32_t           work_seen;    /* last work_gen this driver acted on */
+    uint32_t           work_seen;    /* last work_gen of work_seg this driver handled */
+    const agg_dp_seg_t *work_seg;    /* the segment work_seen is about (a driver may push
+                                        into other segments, through ports) */
     int                in_progress;  /* agg_dp_progress is on the stack */
 } agg_dp_driver_t;
 
