@@ -289,8 +289,19 @@ shim_comm_t *shim_comm_get(MPI_Comm comm)
     if (st == AGG_OK) {
         sc->state = SHIM_COMM_READY;
     } else if (spec.rank == 0) {
-        agg_info("communicator of %d ranks stays on the host path: %s", spec.size,
-                 agg_strerror(st));
+        /* once per reason at INFO: a program making hundreds of communicators
+           past the group quota would otherwise print hundreds of lines */
+        static uint64_t said; /* bit per agg_status_t already logged */
+        uint64_t bit = 1ull << ((unsigned)-st % 64);
+
+        if (!(said & bit)) {
+            said |= bit;
+            agg_info("communicator of %d ranks stays on the host path: %s (said once; "
+                     "the others at SHARP_COLL_LOG_LEVEL=4)", spec.size, agg_strerror(st));
+        } else {
+            agg_debug("communicator of %d ranks stays on the host path: %s", spec.size,
+                      agg_strerror(st));
+        }
     }
 out:
     sc->next   = shim.comms;
