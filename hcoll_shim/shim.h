@@ -24,7 +24,6 @@ typedef struct shim_comm {
 typedef struct shim_req {
     agg_request_t   *agg;
     MPI_Request      greq;
-    MPI_Comm         comm;
     shim_comm_t     *sc;
     int              error;  /* MPI error class once done with an error */
     struct shim_req *next;
@@ -69,8 +68,7 @@ shim_comm_t *shim_comm_peek(MPI_Comm comm);
  * generalized MPI request that completes with it. MPI_SUCCESS, or an error
  * before anything was sent (the caller then takes the host path).
  */
-int shim_ireq_start(shim_comm_t *sc, MPI_Comm comm, const agg_reduce_spec_t *spec,
-                    MPI_Request *request);
+int shim_ireq_start(shim_comm_t *sc, const agg_reduce_spec_t *spec, MPI_Request *request);
 
 /* Completes every request of sc still in the network (before sc goes). */
 void shim_requests_finish(shim_comm_t *sc);

@@ -91,7 +91,7 @@ SHIM_API int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
     shim_comm_t *sc;
 
     sc = shim_allreduce_route(sbuf, rbuf, count, dtype, op, comm, 0, &spec);
-    if (sc != NULL && count > 0 && shim_ireq_start(sc, comm, &spec, request) == MPI_SUCCESS) {
+    if (sc != NULL && count > 0 && shim_ireq_start(sc, &spec, request) == MPI_SUCCESS) {
         shim.offloaded++;
         shim.offloaded_nb++;
         return MPI_SUCCESS;

@@ -92,7 +92,7 @@ static void shim_init(int thread_level)
          * than its peers (host or network, set up a group or not) would wait
          * for them in vain, or pair its collectives with theirs wrongly.
          */
-        long long mine[5] = {0}, root[5];
+        long long mine[4] = {0}, root[4];
         int ok = agg_conf_load(&conf, NULL, environ, err, sizeof(err)) == AGG_OK;
 
         if (!ok) {
@@ -103,25 +103,23 @@ static void shim_init(int thread_level)
             mine[0] = agg_conf_int(&conf, AGG_CONF_HCOLL_ENABLE_SHARP);
             mine[1] = agg_conf_int(&conf, AGG_CONF_HCOLL_SHARP_NP);
             mine[2] = agg_conf_int(&conf, AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX);
-            mine[3] = agg_conf_int(&conf, AGG_CONF_SAT_THRESHOLD);
-            mine[4] = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
+            mine[3] = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
             if (shim.world_rank == 0) {
                 agg_conf_check_env(environ, shim_warn_env, NULL);
             }
         }
         memcpy(root, mine, sizeof(root));
-        PMPI_Bcast(root, 5, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+        PMPI_Bcast(root, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
         if (ok && memcmp(mine, root, sizeof(root)) != 0) {
             agg_warn("rank %d: its HCOLL_ENABLE_SHARP, HCOLL_SHARP_NP, "
-                     "HCOLL_ALLREDUCE_SHARP_MAX, SHARP_COLL_SAT_THRESHOLD or "
+                     "HCOLL_ALLREDUCE_SHARP_MAX or "
                      "HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG differ from rank 0's; rank 0's "
                      "are used (HCOLL_ENABLE_SHARP=%lld)", shim.world_rank, root[0]);
         }
         shim.level       = (int)root[0];
         shim.np          = root[1];
         shim.max_bytes   = root[2];
-        shim.large_bytes = root[3];
-        shim.large_host  = (int)root[4];
+        shim.large_host  = (int)root[3];
     }
     if (shim.level == 0) {
         agg_debug("HCOLL_ENABLE_SHARP=0: every collective on the host path");
@@ -161,6 +159,11 @@ static void shim_init(int thread_level)
     spec.progress    = shim_mpi_progress;
     st = agg_context_init(&spec, &shim.ctx);
     if (st == AGG_OK) {
+        agg_caps_t caps;
+
+        /* "large" is what libagg (rank 0's settings) sends to SAT */
+        agg_caps_query(shim.ctx, &caps);
+        shim.large_bytes = (long long)caps.sat_threshold;
         shim_progress_hook();
         /*
          * MPI_COMM_WORLD's group now, while every rank is here anyway: a

@@ -48,8 +48,7 @@ static int shim_ireq_cancel(void *extra, int complete)
     return MPI_SUCCESS; /* a collective cannot be cancelled; it completes */
 }
 
-int shim_ireq_start(shim_comm_t *sc, MPI_Comm comm, const agg_reduce_spec_t *spec,
-                    MPI_Request *request)
+int shim_ireq_start(shim_comm_t *sc, const agg_reduce_spec_t *spec, MPI_Request *request)
 {
     shim_req_t *sr = calloc(1, sizeof(*sr));
     agg_status_t st;
@@ -70,7 +69,6 @@ int shim_ireq_start(shim_comm_t *sc, MPI_Comm comm, const agg_reduce_spec_t *spe
         free(sr);
         return MPI_ERR_INTERN;
     }
-    sr->comm    = comm;
     sr->sc      = sc;
     sr->next    = shim.active;
     shim.active = sr;

@@ -48,7 +48,8 @@ static agg_status_t agg__choose(agg_comm_t *comm, const agg_reduce_spec_t *spec,
         *grp = &comm->llt;
         return AGG_OK;
     default:
-        *grp = sat && ctx->alike.enable_sat && bytes >= ctx->alike.sat_threshold ? &comm->sat : &comm->llt;
+        *grp = sat && ctx->alike.enable_sat && bytes >= ctx->alike.sat_threshold ? &comm->sat
+                                                                                  : &comm->llt;
         return AGG_OK;
     }
 }

@@ -387,6 +387,7 @@ agg_status_t agg_caps_query(agg_context_t *ctx, agg_caps_t *caps)
     caps->features        = AGG_FEATURE_LLT | AGG_FEATURE_REPRODUCIBLE |
                             (ctx->job.sat_tree_id ? AGG_FEATURE_SAT | AGG_FEATURE_SAT_LOCK : 0);
     caps->sat_chunk       = ctx->alike.sat_chunk;
+    caps->sat_threshold   = ctx->alike.sat_threshold;
     return AGG_OK;
 }
 

@@ -413,10 +413,9 @@ void agg__request_start(agg_request_t *req, agg__group_t *grp)
  * coll_timeout_ms without progress the request fails (AGG_ERR_TIMEOUT), so
  * neither a wait nor a caller's test loop goes on for ever.
  */
-static int agg__request_stalled(agg_request_t *req)
+static int agg__request_stalled(agg_request_t *req, int64_t now)
 {
     agg_comm_t *comm = req->comm;
-    int64_t now = agg_time_ms();
 
     /* the clock runs only while somebody waits: a first wait after a long
        time of polls (or of nothing) starts it anew */
@@ -447,7 +446,7 @@ static agg_status_t agg__request_step(agg_request_t *req, int timed)
     if (req->state != AGG__REQ_DONE) {
         if (agg__comm_progress(req->comm) > 0) {
             req->seen_ms = 0;
-        } else if (timed && agg__request_stalled(req)) {
+        } else if (timed && agg__request_stalled(req, agg_time_ms())) {
             return AGG_ERR_TIMEOUT;
         }
     }
@@ -495,7 +494,7 @@ agg_status_t agg_request_wait(agg_request_t *req)
 {
     agg_comm_t *comm;
     agg__group_t *grp;
-    uint64_t mpi_at_ns = agg_time_ns();
+    uint64_t now_ns, mpi_at_ns = agg_time_ns();
 
     if (req == NULL) {
         return AGG_ERR_INVALID_PARAM;
@@ -513,15 +512,12 @@ agg_status_t agg_request_wait(agg_request_t *req)
         /* ... or messages of the caller's (a peer's synchronous send); not at
            every poll: MPI's progress may yield the CPU, and costs the
            latency of small allreduces on a machine with no core to spare */
-        if (comm->ctx->progress != NULL) {
-            uint64_t now_ns = agg_time_ns();
-
-            if (now_ns - mpi_at_ns >= AGG__CALLER_PROGRESS_NS) {
-                comm->ctx->progress(comm->ctx->progress_arg);
-                mpi_at_ns = now_ns;
-            }
+        now_ns = agg_time_ns();
+        if (comm->ctx->progress != NULL && now_ns - mpi_at_ns >= AGG__CALLER_PROGRESS_NS) {
+            comm->ctx->progress(comm->ctx->progress_arg);
+            mpi_at_ns = now_ns;
         }
-        if (agg__request_stalled(req)) {
+        if (agg__request_stalled(req, (int64_t)(now_ns / 1000000u))) {
             return AGG_ERR_TIMEOUT;
         }
         grp = agg__wait_group(req);

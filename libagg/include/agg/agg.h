@@ -64,6 +64,7 @@ typedef struct agg_caps {
     uint32_t tree_depth;
     uint32_t features;        /* AGG_FEATURE_* */
     uint32_t sat_chunk;       /* bytes per SAT chunk */
+    uint64_t sat_threshold;   /* bytes from which an allreduce may use SAT (rank 0's) */
 } agg_caps_t;
 
 #define AGG_FEATURE_LLT          0x1u
