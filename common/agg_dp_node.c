@@ -144,12 +144,51 @@ static agg_status_t agg__dp_combine_remote(void *acc, const agg_dp_contrib_t *c,
     return AGG_OK;
 }
 
+/*
+ * ALLGATHER: each child fills its part of the fragment. A member sends its
+ * own block (elements off .. off + len), a child node its whole partial,
+ * zero where none of its members has a block: OR-ing into an accumulator
+ * zeroed at the first contribution places every part, whatever the order.
+ */
+static void agg__dp_place(agg_dp_slot_t *slot, const agg_dp_contrib_t *c, int first)
+{
+    size_t esize = agg_dtype_size(c->dtype);
+    uint8_t *acc = agg_dp_acc(slot);
+
+    if (first && (c->in_acc || (c->off == 0 && c->len == c->count))) {
+        memcpy(acc, c->data, (size_t)c->count * esize);
+        return;
+    }
+    if (first) {
+        memset(acc, 0, (size_t)c->count * esize);
+    }
+    if (c->in_acc) {
+        agg_reduce_fn(c->dtype, AGG_OP_BOR)(acc, c->data, c->count);
+    } else {
+        agg_reduce_fn(c->dtype, AGG_OP_BOR)(acc + (size_t)c->off * esize, c->data, c->len);
+    }
+}
+
+/*
+ * Adds a child's data to the slot: the first data copied (widened) into the
+ * accumulator, the next reduced into it. A child with no data (a bcast's
+ * non-root) adds nothing.
+ */
 static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t *c,
-                                    int first, agg_dp_driver_t *drv)
+                                    agg_dp_driver_t *drv)
 {
     void *acc = agg_dp_acc(slot);
     int accdt = agg_dtype_acc(c->dtype);
+    int first = !(slot->flags & AGG_DP_SLOT_FILLED);
 
+    if (c->empty) {
+        return AGG_OK;
+    }
+    slot->flags |= AGG_DP_SLOT_FILLED;
+    if (c->coll == AGG_DP_COLL_ALLGATHER) {
+        agg__dp_place(slot, c, first);
+        return AGG_OK;
+    }
     if (c->data == NULL) {
         return agg__dp_combine_remote(acc, c, first, drv);
     }
@@ -170,12 +209,18 @@ static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t 
 /* Is a contribution something this segment's nodes can take at all? */
 static int agg__dp_valid(const agg_dp_seg_t *s, const agg_dp_contrib_t *c)
 {
-    if (c->kind >= AGG_DP_KIND__COUNT ||
+    if (c->kind >= AGG_DP_KIND__COUNT || c->coll >= AGG_DP_COLL__COUNT ||
         (c->kind != AGG_DP_KIND_DATA && s->tree != AGG_TREE_SAT)) {
         return 0; /* only a SAT group has a lock to ask for */
     }
     if (c->kind != AGG_DP_KIND_DATA || c->count == 0 || c->status != AGG_OK) {
         return 1;
+    }
+    if (c->coll == AGG_DP_COLL_ALLGATHER &&
+        (agg_dtype_acc(c->dtype) != c->dtype ||
+         agg_reduce_fn(c->dtype, AGG_OP_BOR) == NULL || (c->data == NULL && !c->empty) ||
+         (!c->in_acc && !c->empty && (uint64_t)c->off + c->len > c->count))) {
+        return 0; /* parts are placed by OR: integer types, in memory here */
     }
     return agg_reduce_acc_fn(c->dtype, c->op) != NULL &&
            (uint64_t)c->count * agg_dtype_size(c->dtype) <= s->payload;
@@ -253,6 +298,9 @@ static agg_status_t agg__dp_forward(agg_dp_view_t *v, const agg_dp_node_t *node,
         .op     = slot->op,
         .dtype  = slot->dtype,
         .kind   = slot->kind,
+        .coll   = slot->coll,
+        .root   = slot->root,
+        .empty  = !(slot->flags & AGG_DP_SLOT_FILLED),
         .status = slot->status,
         .data   = agg_dp_acc(slot),
         .in_acc = 1,
@@ -303,6 +351,8 @@ static agg_status_t agg__dp_deliver_down(agg_dp_view_t *v, const agg_dp_node_t *
         dst->op     = slot->op;
         dst->dtype  = slot->dtype;
         dst->kind   = slot->kind;
+        dst->coll   = slot->coll;
+        dst->root   = slot->root;
         __atomic_store_n(&dst->done, slot->cur, __ATOMIC_SEQ_CST);
         agg_dp_wake_members(peer->seg);
     }
@@ -434,7 +484,7 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
     agg_dp_slot_t *slot = agg_dp_slot(s, node, c->n);
     uint32_t E = node->expected, st, pushed;
     uint64_t *seen, bit = 1ull << (position % 64);
-    int repro = s->flags & AGG_DP_F_REPRODUCIBLE, first;
+    int repro = s->flags & AGG_DP_F_REPRODUCIBLE, first, reduced;
 
     if (position >= E) {
         return AGG_ERR_INVALID_PARAM;
@@ -464,10 +514,13 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
         slot->op     = c->op;
         slot->dtype  = c->dtype;
         slot->kind   = c->kind;
+        slot->coll   = c->coll;
+        slot->root   = c->root;
         slot->status = AGG_OK;
         slot->flags  = 0;
     } else if (slot->cur != c->n || slot->count != c->count || slot->op != c->op ||
-               slot->dtype != c->dtype || slot->kind != c->kind) {
+               slot->dtype != c->dtype || slot->kind != c->kind || slot->coll != c->coll ||
+               slot->root != c->root) {
         if (slot->status == AGG_OK) {
             slot->status = AGG_ERR_DATA_MISMATCH;
             agg_dp_count(&drv->ctr->errors, 1);
@@ -480,12 +533,14 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
         agg_dp_count(&drv->ctr->errors, 1);
     }
     if (slot->status == AGG_OK && c->kind == AGG_DP_KIND_DATA && c->count > 0) {
-        agg_status_t rc = agg__dp_combine(slot, c, first, drv);
+        agg_status_t rc;
 
+        reduced = (slot->flags & AGG_DP_SLOT_FILLED) && !c->empty;
+        rc      = agg__dp_combine(slot, c, drv);
         if (rc != AGG_OK) {
             slot->status = rc;
             agg_dp_count(&drv->ctr->errors, 1);
-        } else if (!first) {
+        } else if (reduced) {
             agg_dp_count(&drv->ctr->reductions, 1);
         }
     }
@@ -569,7 +624,9 @@ unsigned agg_dp_scan(agg_dp_view_t *v, uint32_t m, agg_dp_driver_t *drv)
             break;
         }
         c = (agg_dp_contrib_t){.n = n, .count = f->count, .op = f->op, .dtype = f->dtype,
-                               .kind = f->kind, .status = AGG_OK};
+                               .kind = f->kind, .coll = f->coll, .root = f->root,
+                               .empty = (f->flags & AGG_DP_FRAG_EMPTY) != 0, .off = f->off,
+                               .len = f->len, .status = AGG_OK};
         if (f->flags & AGG_DP_FRAG_FAILED) {
             c.status = AGG_ERR_TIMEOUT;
         } else if (f->flags & AGG_DP_FRAG_CMA) {
@@ -596,7 +653,8 @@ void agg_dp_count_in(agg_dp_driver_t *drv, uint8_t tree, const agg_dp_contrib_t 
     if (c->kind != AGG_DP_KIND_DATA) {
         return; /* SAT lock requests are control, not data */
     }
-    bytes = (uint64_t)c->count * agg_dtype_size(c->dtype);
+    bytes = c->empty ? 0 : (uint64_t)(c->coll == AGG_DP_COLL_ALLGATHER && !c->in_acc ?
+                                      c->len : c->count) * agg_dtype_size(c->dtype);
     if (tree == AGG_TREE_SAT) {
         agg_dp_count(&drv->ctr->sat_chunks_in, 1);
         agg_dp_count(&drv->ctr->sat_bytes_in, bytes);
@@ -608,7 +666,16 @@ void agg_dp_count_in(agg_dp_driver_t *drv, uint8_t tree, const agg_dp_contrib_t 
 
 void agg_dp_copy_out(const agg_dp_slot_t *slot, void *dst)
 {
-    if (slot->kind == AGG_DP_KIND_DATA && slot->count > 0 && slot->status == AGG_OK) {
-        agg_narrow_fn(slot->dtype)(dst, agg_dp_acc((agg_dp_slot_t *)slot), slot->count);
+    agg_dp_copy_out_part(slot, 0, slot->count, dst);
+}
+
+void agg_dp_copy_out_part(const agg_dp_slot_t *slot, uint32_t off, uint32_t len, void *dst)
+{
+    size_t asize = agg_dtype_acc_size(slot->dtype);
+
+    if (slot->kind == AGG_DP_KIND_DATA && len > 0 && slot->status == AGG_OK &&
+        (uint64_t)off + len <= slot->count) {
+        agg_narrow_fn(slot->dtype)(dst, (uint8_t *)agg_dp_acc((agg_dp_slot_t *)slot) +
+                                   (size_t)off * asize, len);
     }
 }

@@ -1,7 +1,9 @@
 /*
- * Allreduce: which tree a call uses, then a request on it. Every member
- * takes the same decision from the same inputs (size, settings, the groups
- * the communicator agreed on), so they all post to the same group.
+ * The collectives: each is checked, planned (which part of one vector of
+ * elements this member adds to the tree and takes back, agg_internal.h) and
+ * made a request; per post, the tree it uses is chosen. Every member takes
+ * the same decision from the same inputs (size, settings, the groups the
+ * communicator agreed on), so they all post to the same group.
  */
 #include "agg_internal.h"
 
@@ -9,11 +11,41 @@
 
 #include "agg/log.h"
 
-static agg_status_t agg__check_spec(const agg_comm_t *comm, const agg_reduce_spec_t *spec)
+static const char *const agg__coll_names[AGG_COLL__COUNT] = {
+    [AGG_COLL_ALLREDUCE]      = "allreduce",
+    [AGG_COLL_REDUCE]         = "reduce",
+    [AGG_COLL_BCAST]          = "bcast",
+    [AGG_COLL_BARRIER]        = "barrier",
+    [AGG_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [AGG_COLL_ALLGATHER]      = "allgather",
+};
+
+const char *agg_coll_name(agg_coll_type_t coll)
 {
-    if (comm == NULL || spec == NULL ||
-        (spec->count > 0 && (spec->rbuf == NULL || spec->sbuf == NULL)) ||
-        (unsigned)spec->mode > AGG_AGGR_SAT) {
+    return (unsigned)coll < AGG_COLL__COUNT ? agg__coll_names[coll] : "unknown";
+}
+
+/* Does this member need the buffer for this collective? */
+static int agg__needs(const void *buf, size_t count)
+{
+    return count == 0 || buf != NULL;
+}
+
+static agg_status_t agg__check_spec(const agg_comm_t *comm, agg_coll_type_t coll,
+                                    const agg_reduce_spec_t *spec)
+{
+    int root = spec != NULL && comm != NULL && spec->root == comm->rank;
+
+    if (comm == NULL || spec == NULL || (unsigned)spec->mode > AGG_AGGR_SAT) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    if (coll == AGG_COLL_REDUCE || coll == AGG_COLL_BCAST) {
+        if (spec->root < 0 || spec->root >= comm->size) {
+            return AGG_ERR_INVALID_PARAM;
+        }
+    }
+    if (!agg__needs(spec->sbuf, coll == AGG_COLL_BCAST && !root ? 0 : spec->count) ||
+        !agg__needs(spec->rbuf, coll == AGG_COLL_REDUCE && !root ? 0 : spec->count)) {
         return AGG_ERR_INVALID_PARAM;
     }
     if (agg_reduce_fn(spec->dtype, spec->op) == NULL) {
@@ -23,21 +55,129 @@ static agg_status_t agg__check_spec(const agg_comm_t *comm, const agg_reduce_spe
         /* never dereference a device pointer in a build without a GPU backend */
         return AGG_ERR_NOT_SUPPORTED;
     }
-    if (spec->count > UINT32_MAX) {
+    if (spec->count > UINT32_MAX || spec->count > SIZE_MAX / 2 / (size_t)comm->size /
+                                                  agg_dtype_size(spec->dtype)) {
         return AGG_ERR_INVALID_PARAM;
     }
     return AGG_OK;
 }
 
-/* The group a call goes to. */
-static agg_status_t agg__choose(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                                agg__group_t **grp)
+/* Which part of the collective's vector this member adds and takes (agg_internal.h). */
+static void agg__request_plan(agg_request_t *req)
 {
+    const agg_reduce_spec_t *sp = &req->spec;
+    size_t c = sp->count, me = (size_t)req->comm->rank;
+    int root = sp->root == req->comm->rank;
+
+    req->total  = c;
+    req->src_lo = 0;
+    req->src_hi = c;
+    req->dst_lo = 0;
+    req->dst_hi = c;
+    switch (req->coll) {
+    case AGG_COLL_REDUCE:
+        req->dst_hi = root ? c : 0;
+        break;
+    case AGG_COLL_BCAST:
+        req->src_hi = root ? c : 0;
+        req->dst_hi = root ? 0 : c; /* the root has it already */
+        break;
+    case AGG_COLL_BARRIER:
+        req->total = req->src_hi = req->dst_hi = 0;
+        break;
+    case AGG_COLL_REDUCE_SCATTER:
+        req->total  = c * (size_t)req->comm->size;
+        req->src_hi = req->total;
+        req->dst_lo = me * c;
+        req->dst_hi = me * c + c;
+        break;
+    case AGG_COLL_ALLGATHER:
+        req->total  = c * (size_t)req->comm->size;
+        req->src_lo = me * c;
+        req->src_hi = me * c + c;
+        req->dst_hi = req->total;
+        break;
+    default:
+        break;
+    }
+    req->src = sp->sbuf;
+    req->dst = sp->rbuf;
+}
+
+/* Makes an inactive request for any collective (the _init forms). */
+static agg_status_t agg__coll_init(agg_comm_t *comm, agg_coll_type_t coll,
+                                   const agg_reduce_spec_t *spec, agg_request_t **req)
+{
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    st = agg__check_spec(comm, coll, spec);
+    if (st == AGG_OK) {
+        st = agg__request_new(comm, coll, spec, req);
+    }
+    if (st == AGG_OK) {
+        agg__request_plan(*req);
+    }
+    return st;
+}
+
+/* Init + post (the non-blocking forms). */
+static agg_status_t agg__coll_start(agg_comm_t *comm, agg_coll_type_t coll,
+                                    const agg_reduce_spec_t *spec, agg_request_t **req)
+{
+    agg_status_t st = agg__coll_init(comm, coll, spec, req);
+
+    if (st != AGG_OK) {
+        return st;
+    }
+    st = agg_request_post(*req);
+    if (st != AGG_OK) {
+        agg_request_free(*req);
+        *req = NULL;
+    }
+    return st;
+}
+
+/* Post + wait (the blocking forms). */
+static agg_status_t agg__coll_run(agg_comm_t *comm, agg_coll_type_t coll,
+                                  const agg_reduce_spec_t *spec)
+{
+    agg_request_t *req;
+    agg_status_t st;
+
+    st = agg__coll_start(comm, coll, spec, &req);
+    if (st != AGG_OK) {
+        return st;
+    }
+    st = agg_request_wait(req);
+    agg_request_free(req);
+    return st;
+}
+
+/* Bcast and allgather move bytes: the tree carries them as UINT8 (placed or passed on). */
+static agg_status_t agg__data_spec(const agg_data_spec_t *d, agg_reduce_spec_t *spec)
+{
+    if (d == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    *spec = (agg_reduce_spec_t){
+        .sbuf = d->sbuf, .rbuf = d->rbuf, .count = d->bytes, .dtype = AGG_DTYPE_UINT8,
+        .op = AGG_OP_BOR, .sbuf_mem = d->sbuf_mem, .rbuf_mem = d->rbuf_mem, .root = d->root,
+    };
+    return AGG_OK;
+}
+
+/* The group a call goes to. */
+static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp)
+{
+    agg_comm_t *comm = req->comm;
     agg_context_t *ctx = comm->ctx;
-    size_t bytes = spec->count * agg_dtype_size(spec->dtype);
+    size_t bytes = req->total * req->esize;
     int sat = comm->sat.tl != NULL;
 
-    switch (spec->mode) {
+    switch (req->spec.mode) {
     case AGG_AGGR_SAT:
         if (!sat) {
             return AGG_ERR_SAT_UNAVAILABLE;
@@ -57,33 +197,13 @@ static agg_status_t agg__choose(agg_comm_t *comm, const agg_reduce_spec_t *spec,
 agg_status_t agg_iallreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec,
                             agg_request_t **req)
 {
-    agg_status_t st;
-
-    if (req == NULL) {
-        return AGG_ERR_INVALID_PARAM;
-    }
-    st = agg_allreduce_init(comm, spec, req);
-    if (st != AGG_OK) {
-        return st;
-    }
-    st = agg_request_post(*req);
-    if (st != AGG_OK) {
-        agg_request_free(*req);
-        *req = NULL;
-    }
-    return st;
+    return agg__coll_start(comm, AGG_COLL_ALLREDUCE, spec, req);
 }
 
 agg_status_t agg_allreduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
                                 agg_request_t **req)
 {
-    agg_status_t st;
-
-    if (req == NULL) {
-        return AGG_ERR_INVALID_PARAM;
-    }
-    st = agg__check_spec(comm, spec);
-    return st == AGG_OK ? agg__request_new(comm, spec, req) : st;
+    return agg__coll_init(comm, AGG_COLL_ALLREDUCE, spec, req);
 }
 
 agg_status_t agg_request_post(agg_request_t *req)
@@ -102,7 +222,7 @@ agg_status_t agg_request_post(agg_request_t *req)
         return AGG_ERR_INVALID_PARAM;
     }
     /* the tree is chosen per post, as for agg_iallreduce */
-    st = agg__choose(req->comm, &req->spec, &grp);
+    st = agg__choose(req, &grp);
     if (st != AGG_OK) {
         return st;
     }
@@ -113,19 +233,106 @@ agg_status_t agg_request_post(agg_request_t *req)
 
 agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
 {
-    agg_request_t *req;
-    agg_status_t st;
-
     if (spec != NULL && spec->count == 0) {
-        return agg__check_spec(comm, spec);
+        return agg__check_spec(comm, AGG_COLL_ALLREDUCE, spec);
     }
-    st = agg_iallreduce(comm, spec, &req);
-    if (st != AGG_OK) {
-        return st;
-    }
-    st = agg_request_wait(req);
-    agg_request_free(req);
-    return st;
+    return agg__coll_run(comm, AGG_COLL_ALLREDUCE, spec);
+}
+
+agg_status_t agg_reduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
+{
+    return agg__coll_run(comm, AGG_COLL_REDUCE, spec);
+}
+
+agg_status_t agg_ireduce(agg_comm_t *comm, const agg_reduce_spec_t *spec, agg_request_t **req)
+{
+    return agg__coll_start(comm, AGG_COLL_REDUCE, spec, req);
+}
+
+agg_status_t agg_reduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                             agg_request_t **req)
+{
+    return agg__coll_init(comm, AGG_COLL_REDUCE, spec, req);
+}
+
+agg_status_t agg_reduce_scatter(agg_comm_t *comm, const agg_reduce_spec_t *spec)
+{
+    return agg__coll_run(comm, AGG_COLL_REDUCE_SCATTER, spec);
+}
+
+agg_status_t agg_ireduce_scatter(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                 agg_request_t **req)
+{
+    return agg__coll_start(comm, AGG_COLL_REDUCE_SCATTER, spec, req);
+}
+
+agg_status_t agg_reduce_scatter_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                     agg_request_t **req)
+{
+    return agg__coll_init(comm, AGG_COLL_REDUCE_SCATTER, spec, req);
+}
+
+agg_status_t agg_bcast(agg_comm_t *comm, const agg_data_spec_t *d)
+{
+    agg_reduce_spec_t spec;
+    agg_status_t st = agg__data_spec(d, &spec);
+
+    return st == AGG_OK ? agg__coll_run(comm, AGG_COLL_BCAST, &spec) : st;
+}
+
+agg_status_t agg_ibcast(agg_comm_t *comm, const agg_data_spec_t *d, agg_request_t **req)
+{
+    agg_reduce_spec_t spec;
+    agg_status_t st = agg__data_spec(d, &spec);
+
+    return st == AGG_OK ? agg__coll_start(comm, AGG_COLL_BCAST, &spec, req) : st;
+}
+
+agg_status_t agg_bcast_init(agg_comm_t *comm, const agg_data_spec_t *d, agg_request_t **req)
+{
+    agg_reduce_spec_t spec;
+    agg_status_t st = agg__data_spec(d, &spec);
+
+    return st == AGG_OK ? agg__coll_init(comm, AGG_COLL_BCAST, &spec, req) : st;
+}
+
+agg_status_t agg_allgather(agg_comm_t *comm, const agg_data_spec_t *d)
+{
+    agg_reduce_spec_t spec;
+    agg_status_t st = agg__data_spec(d, &spec);
+
+    return st == AGG_OK ? agg__coll_run(comm, AGG_COLL_ALLGATHER, &spec) : st;
+}
+
+agg_status_t agg_iallgather(agg_comm_t *comm, const agg_data_spec_t *d, agg_request_t **req)
+{
+    agg_reduce_spec_t spec;
+    agg_status_t st = agg__data_spec(d, &spec);
+
+    return st == AGG_OK ? agg__coll_start(comm, AGG_COLL_ALLGATHER, &spec, req) : st;
+}
+
+agg_status_t agg_allgather_init(agg_comm_t *comm, const agg_data_spec_t *d,
+                                agg_request_t **req)
+{
+    agg_reduce_spec_t spec;
+    agg_status_t st = agg__data_spec(d, &spec);
+
+    return st == AGG_OK ? agg__coll_init(comm, AGG_COLL_ALLGATHER, &spec, req) : st;
+}
+
+/* A barrier is one empty fragment: done when every member has sent it. */
+static const agg_reduce_spec_t agg__barrier_spec = {.dtype = AGG_DTYPE_UINT8,
+                                                    .op = AGG_OP_BOR, .mode = AGG_AGGR_LLT};
+
+agg_status_t agg_barrier(agg_comm_t *comm)
+{
+    return agg__coll_run(comm, AGG_COLL_BARRIER, &agg__barrier_spec);
+}
+
+agg_status_t agg_ibarrier(agg_comm_t *comm, agg_request_t **req)
+{
+    return agg__coll_start(comm, AGG_COLL_BARRIER, &agg__barrier_spec, req);
 }
 
 agg_status_t agg__sat_lock_now(agg_comm_t *comm)
@@ -135,7 +342,7 @@ agg_status_t agg__sat_lock_now(agg_comm_t *comm)
     agg_request_t *req;
     agg_status_t st;
 
-    st = agg__request_new(comm, &spec, &req);
+    st = agg__request_new(comm, AGG_COLL_ALLREDUCE, &spec, &req);
     if (st == AGG_OK) {
         agg__request_start(req, &comm->sat);
         st = agg_request_wait(req);
@@ -148,3 +355,46 @@ int agg_comm_has_sat(const agg_comm_t *comm)
 {
     return comm != NULL && comm->sat.tl != NULL;
 }
+
+agg_status_t agg_comm_stats(const agg_comm_t *comm, agg_comm_stats_t *stats)
+{
+    if (comm == NULL || stats == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    memcpy(stats->calls, comm->counts.calls, sizeof(stats->calls));
+    memcpy(stats->bytes, comm->counts.bytes, sizeof(stats->bytes));
+    memcpy(stats->errors, comm->counts.errors, sizeof(stats->errors));
+    stats->sat_fallbacks = comm->sat_fallbacks;
+    return AGG_OK;
+}
+
+void agg_comm_dump_stats(const agg_comm_t *comm)
+{
+    agg_comm_stats_t st;
+    int c;
+
+    if (agg_comm_stats(comm, &st) != AGG_OK) {
+        return;
+    }
+    for (c = 0; c < AGG_COLL__COUNT; ++c) {
+        if (st.calls[c][0] + st.calls[c][1] == 0) {
+            continue;
+        }
+        agg_info("group %u (%d ranks) %s: %llu calls (LLT %llu, SAT %llu), %llu bytes, "
+                 "%llu errors, %llu SAT fallbacks", comm->group_id, comm->size,
+                 agg_coll_name((agg_coll_type_t)c),
+                 (unsigned long long)(st.calls[c][0] + st.calls[c][1]),
+                 (unsigned long long)st.calls[c][0], (unsigned long long)st.calls[c][1],
+                 (unsigned long long)st.bytes[c], (unsigned long long)st.errors[c],
+                 (unsigned long long)st.sat_fallbacks);
+    }
+}
+
+/* The tree is told the collective in agg_dp_coll_t, libagg's callers in agg_coll_type_t. */
+_Static_assert((int)AGG_COLL_ALLREDUCE == AGG_DP_COLL_ALLREDUCE &&
+               (int)AGG_COLL_REDUCE == AGG_DP_COLL_REDUCE &&
+               (int)AGG_COLL_BCAST == AGG_DP_COLL_BCAST &&
+               (int)AGG_COLL_BARRIER == AGG_DP_COLL_BARRIER &&
+               (int)AGG_COLL_REDUCE_SCATTER == AGG_DP_COLL_REDUCE_SCATTER &&
+               (int)AGG_COLL_ALLGATHER == AGG_DP_COLL_ALLGATHER &&
+               (int)AGG_COLL__COUNT == AGG_DP_COLL__COUNT, "collective numbering");

@@ -374,8 +374,9 @@ agg_status_t agg_caps_query(agg_context_t *ctx, agg_caps_t *caps)
     for (d = 0; d < AGG_DTYPE__COUNT; ++d) {
         for (o = 0; o < AGG_OP__COUNT; ++o) {
             if (agg_reduce_fn(d, o) != NULL) {
-                caps->dtypes |= 1u << d;
-                caps->ops    |= 1u << o;
+                caps->dtypes     |= 1u << d;
+                caps->ops        |= 1u << o;
+                caps->op_mask[d] |= 1u << o;
             }
         }
     }
@@ -388,6 +389,7 @@ agg_status_t agg_caps_query(agg_context_t *ctx, agg_caps_t *caps)
                             (ctx->job.sat_tree_id ? AGG_FEATURE_SAT | AGG_FEATURE_SAT_LOCK : 0);
     caps->sat_chunk       = ctx->alike.sat_chunk;
     caps->sat_threshold   = ctx->alike.sat_threshold;
+    caps->colls           = (1u << AGG_COLL__COUNT) - 1;
     return AGG_OK;
 }
 

@@ -71,10 +71,17 @@ typedef struct agg_tl_frag {
     uint8_t        op;
     uint8_t        dtype;
     uint8_t        kind;    /* agg_dp_kind_t */
+    uint8_t        coll;    /* agg_dp_coll_t */
+    uint8_t        empty;   /* this member adds no data (src unused) */
+    uint32_t       root;
     int32_t        status;  /* not AGG_OK: the member gave up; the fragment fails for all */
-    const void    *src;     /* count elements (NULL when count is 0 or status is set) */
+    const void    *src;     /* count elements (NULL when count is 0 or status is set); */
+    uint32_t       src_off; /*   ALLGATHER: src_len elements, at src_off of the fragment */
+    uint32_t       src_len;
     agg_mem_type_t src_mem;
-    void          *dst;     /* where the result goes (NULL: nowhere) */
+    void          *dst;     /* where elements dst_off .. + dst_len of the result go */
+    uint32_t       dst_off; /*   (dst NULL: nowhere) */
+    uint32_t       dst_len;
     agg_mem_type_t dst_mem;
 } agg_tl_frag_t;
 
@@ -143,6 +150,13 @@ typedef struct agg__group {
     uint32_t             batch_left;
 } agg__group_t;
 
+/* What a communicator did, per collective and tree (agg_comm_stats). */
+typedef struct agg__comm_counts {
+    uint64_t calls[AGG_COLL__COUNT][2]; /* [coll][0 LLT, 1 SAT] */
+    uint64_t bytes[AGG_COLL__COUNT];
+    uint64_t errors[AGG_COLL__COUNT];
+} agg__comm_counts_t;
+
 struct agg_comm {
     agg_context_t  *ctx;
     int             rank;
@@ -158,6 +172,7 @@ struct agg_comm {
     unsigned        num_free;
     int             sat_fallback_logged;
     uint64_t        sat_fallbacks;
+    agg__comm_counts_t counts;
     struct agg_comm *next;      /* the context's list */
 };
 
@@ -169,10 +184,24 @@ typedef enum agg__req_state {
     AGG__REQ_INACTIVE,     /* made by agg_allreduce_init, not posted yet */
 } agg__req_state_t;
 
+/*
+ * Every collective is a run of fragments over one vector of `total`
+ * elements that the tree combines; a member adds elements src_lo .. src_hi
+ * of it (element x at src + (x - src_lo) * esize) and takes back dst_lo ..
+ * dst_hi (to dst + (x - dst_lo) * esize). Allreduce adds and takes all of
+ * it, reduce-scatter takes its block, allgather adds its block, bcast's root
+ * adds all and takes nothing, a barrier is one empty fragment.
+ */
 struct agg_request {
     agg_comm_t        *comm;
     agg__group_t      *grp;       /* where its fragments go, once decided */
-    agg_reduce_spec_t  spec;
+    agg_reduce_spec_t  spec;      /* bcast, allgather: bytes as UINT8 (count = bytes) */
+    agg_coll_type_t    coll;
+    size_t             total;
+    size_t             src_lo, src_hi;
+    size_t             dst_lo, dst_hi;
+    const uint8_t     *src;
+    uint8_t           *dst;
     size_t             esize;
     size_t             per_frag;
     size_t             nfrags;
@@ -208,9 +237,9 @@ void agg__set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 
 agg_status_t agg__group_init(agg_comm_t *comm, agg__group_t *grp, const agg__tree_info_t *info);
 void agg__group_fini(agg__group_t *grp);
 
-/* A request object for spec on comm, inactive (not posted). */
-agg_status_t agg__request_new(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                              agg_request_t **out);
+/* A request object for the collective on comm, inactive (not posted). */
+agg_status_t agg__request_new(agg_comm_t *comm, agg_coll_type_t coll,
+                              const agg_reduce_spec_t *spec, agg_request_t **out);
 
 /* Posts an inactive or completed request to grp, behind the ones posted before it. */
 void agg__request_start(agg_request_t *req, agg__group_t *grp);

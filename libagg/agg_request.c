@@ -73,6 +73,8 @@ static agg__frag_t *agg__assign(agg__group_t *grp, agg_request_t *req, uint8_t k
     if (req != NULL) {
         e->f.op    = (uint8_t)req->spec.op;
         e->f.dtype = (uint8_t)req->spec.dtype;
+        e->f.coll  = (uint8_t)req->coll;
+        e->f.root  = (uint32_t)req->spec.root;
     }
     return e;
 }
@@ -82,7 +84,8 @@ static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
 {
     agg__frag_t *e = agg__assign(grp, req, AGG_DP_KIND_DATA);
     size_t off = req->assigned * req->per_frag;
-    size_t k = req->spec.count - off < req->per_frag ? req->spec.count - off : req->per_frag;
+    size_t k = req->total - off < req->per_frag ? req->total - off : req->per_frag;
+    size_t lo, hi;
 
     e->f.count = (uint32_t)k;
     req->assigned++;
@@ -91,10 +94,25 @@ static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
         e->f.status = AGG_ERR_TIMEOUT;
         return;
     }
-    e->f.src     = (const uint8_t *)req->spec.sbuf + off * req->esize;
-    e->f.src_mem = req->spec.sbuf_mem;
-    e->f.dst     = (uint8_t *)req->spec.rbuf + off * req->esize;
-    e->f.dst_mem = req->spec.rbuf_mem;
+    /* the part of the fragment this member adds, and the part it takes */
+    lo = off > req->src_lo ? off : req->src_lo;
+    hi = off + k < req->src_hi ? off + k : req->src_hi;
+    if (lo < hi) {
+        e->f.src     = req->src + (lo - req->src_lo) * req->esize;
+        e->f.src_off = (uint32_t)(lo - off);
+        e->f.src_len = (uint32_t)(hi - lo);
+        e->f.src_mem = req->spec.sbuf_mem;
+    } else {
+        e->f.empty = 1;
+    }
+    lo = off > req->dst_lo ? off : req->dst_lo;
+    hi = off + k < req->dst_hi ? off + k : req->dst_hi;
+    if (lo < hi) {
+        e->f.dst     = req->dst + (lo - req->dst_lo) * req->esize;
+        e->f.dst_off = (uint32_t)(lo - off);
+        e->f.dst_len = (uint32_t)(hi - lo);
+        e->f.dst_mem = req->spec.rbuf_mem;
+    }
 }
 
 /*
@@ -128,7 +146,10 @@ static void agg__request_route(agg_request_t *req, agg__group_t *grp)
 {
     req->grp      = grp;
     req->per_frag = grp->payload / req->esize;
-    req->nfrags   = (req->spec.count + req->per_frag - 1) / req->per_frag;
+    req->nfrags   = (req->total + req->per_frag - 1) / req->per_frag;
+    if (req->coll == AGG_COLL_BARRIER) {
+        req->nfrags = 1; /* one empty fragment: complete once every member sent it */
+    }
 }
 
 /* Takes req out of the communicator's list of posted requests, if it is there. */
@@ -168,6 +189,13 @@ static void agg__request_recycle(agg_request_t *req)
 
 static void agg__request_finish(agg_request_t *req)
 {
+    agg__comm_counts_t *k = &req->comm->counts;
+
+    if (req->nfrags > 0) {
+        k->calls[req->coll][req->grp == &req->comm->sat]++;
+        k->bytes[req->coll] += req->total * req->esize;
+        k->errors[req->coll] += req->status != AGG_OK;
+    }
     req->state = AGG__REQ_DONE;
     if (req->freed) {
         agg__request_recycle(req);
@@ -186,13 +214,14 @@ static void agg__request_fall_back(agg_request_t *req, agg_status_t why)
         return;
     }
     if (!comm->sat_fallback_logged && comm->ctx->world_rank == 0) {
-        agg_info("communicator of %d ranks (group %u): an allreduce of %zu x %s goes to the "
+        agg_info("communicator of %d ranks (group %u): an %s of %zu x %s goes to the "
                  "LLT instead of SAT: %s (logged once; SHARP_COLL_SAT_LOCK_BATCH_SIZE=1 "
                  "lets communicators take turns)", comm->size, comm->group_id,
-                 req->spec.count, agg_dtype_name(req->spec.dtype), agg_status_string(why));
+                 agg_coll_name(req->coll), req->spec.count, agg_dtype_name(req->spec.dtype),
+                 agg_status_string(why));
     } else {
-        agg_debug("allreduce of %zu elements goes to the LLT: %s", req->spec.count,
-                  agg_status_string(why));
+        agg_debug("%s of %zu elements goes to the LLT: %s", agg_coll_name(req->coll),
+                  req->spec.count, agg_status_string(why));
     }
     comm->sat_fallback_logged = 1;
     req->why_llt = why;
@@ -360,8 +389,8 @@ unsigned agg__comm_progress(agg_comm_t *comm)
     return steps;
 }
 
-agg_status_t agg__request_new(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                              agg_request_t **out)
+agg_status_t agg__request_new(agg_comm_t *comm, agg_coll_type_t coll,
+                              const agg_reduce_spec_t *spec, agg_request_t **out)
 {
     agg_request_t *req = comm->free_reqs;
 
@@ -377,6 +406,7 @@ agg_status_t agg__request_new(agg_comm_t *comm, const agg_reduce_spec_t *spec,
     memset(req, 0, sizeof(*req));
     req->comm   = comm;
     req->spec   = *spec;
+    req->coll   = coll;
     req->esize  = agg_dtype_size(spec->dtype);
     req->state  = AGG__REQ_INACTIVE;
     req->status = AGG_OK;
@@ -426,8 +456,9 @@ static int agg__request_stalled(agg_request_t *req, int64_t now)
     if (now - req->seen_ms <= comm->ctx->alike.coll_timeout_ms) {
         return 0;
     }
-    agg_error("allreduce of %zu x %s (%s) on group %u: no progress for %d ms "
-              "(fragment %zu of %zu)", req->spec.count, agg_dtype_name(req->spec.dtype),
+    agg_error("%s of %zu x %s (%s) on group %u: no progress for %d ms "
+              "(fragment %zu of %zu)", agg_coll_name(req->coll), req->spec.count,
+              agg_dtype_name(req->spec.dtype),
               agg_op_name(req->spec.op), comm->group_id, comm->ctx->alike.coll_timeout_ms,
               req->done, req->nfrags);
     agg__request_abandon(req, AGG_ERR_TIMEOUT);
@@ -546,6 +577,7 @@ void agg_request_info(const agg_request_t *req, agg_request_info_t *info)
 {
     memset(info, 0, sizeof(*info));
     if (req != NULL && req->grp != NULL) {
+        info->coll      = req->coll;
         info->tree      = req->grp == &req->comm->sat ? AGG_AGGR_SAT : AGG_AGGR_LLT;
         info->why_llt   = req->why_llt;
         info->fragments = req->nfrags;

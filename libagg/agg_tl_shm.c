@@ -162,20 +162,47 @@ static void agg__tl_shm_detach(void *tlp)
     }
 }
 
+/*
+ * Does switchsim read and write this fragment in our memory? Only SAT
+ * allreduce chunks: every member then takes the whole result.
+ */
+static int agg__tl_shm_cma(const agg__tl_shm_t *t, const agg_tl_frag_t *f)
+{
+    return t->zcopy && f->kind == AGG_DP_KIND_DATA && f->count > 0 &&
+           f->coll == AGG_DP_COLL_ALLREDUCE;
+}
+
+/* The part of a fragment a member adds, as the engine takes it. */
+static void agg__tl_shm_contrib(const agg_tl_frag_t *f, agg_dp_contrib_t *c)
+{
+    *c = (agg_dp_contrib_t){
+        .n = f->n, .count = f->count, .op = f->op, .dtype = f->dtype, .kind = f->kind,
+        .coll = f->coll, .root = f->root, .empty = f->empty, .status = f->status,
+        .data = f->src, .off = f->src_off, .len = f->src_len,
+    };
+}
+
 /* Leaves the fragment for switchsim in our channel. */
 static void agg__tl_shm_stage(agg__tl_shm_t *t, const agg_tl_frag_t *f)
 {
     agg_dp_frag_t *fr = agg_dp_stage(t->seg, t->member, f->n);
-    size_t bytes = (size_t)f->count * agg_dtype_size(f->dtype);
+    size_t esize = agg_dtype_size(f->dtype);
+    size_t bytes = (size_t)(f->coll == AGG_DP_COLL_ALLGATHER ? f->src_len : f->count) * esize;
 
     fr->count = f->count;
     fr->op    = f->op;
     fr->dtype = f->dtype;
     fr->kind  = f->kind;
+    fr->coll  = f->coll;
+    fr->root  = f->root;
+    fr->off   = f->src_off;
+    fr->len   = f->src_len;
     fr->flags = 0;
     if (f->status != AGG_OK) {
         fr->flags = AGG_DP_FRAG_FAILED;
-    } else if (t->zcopy && f->kind == AGG_DP_KIND_DATA && f->count > 0) {
+    } else if (f->empty) {
+        fr->flags = AGG_DP_FRAG_EMPTY;
+    } else if (agg__tl_shm_cma(t, f)) {
         fr->flags = AGG_DP_FRAG_CMA;
         fr->pid   = t->pid;
         fr->src   = (uint64_t)(uintptr_t)f->src;
@@ -190,12 +217,10 @@ static void agg__tl_shm_stage(agg__tl_shm_t *t, const agg_tl_frag_t *f)
 static agg_status_t agg__tl_shm_post(void *tlp, const agg_tl_frag_t *f)
 {
     agg__tl_shm_t *t = tlp;
-    agg_dp_contrib_t c = {
-        .n = f->n, .count = f->count, .op = f->op, .dtype = f->dtype, .kind = f->kind,
-        .status = f->status, .data = f->src,
-    };
+    agg_dp_contrib_t c;
     agg_status_t st;
 
+    agg__tl_shm_contrib(f, &c);
     if (t->staged) {
         agg__tl_shm_stage(t, f);
         return AGG_OK;
@@ -228,9 +253,8 @@ static agg_status_t agg__tl_shm_complete(void *tlp, const agg_tl_frag_t *f)
                                                                    AGG_INPROGRESS;
     }
     agg_wait_reset(&t->wait);
-    if (res->status == AGG_OK && f->dst != NULL &&
-        !(t->zcopy && f->kind == AGG_DP_KIND_DATA)) {
-        agg_dp_copy_out(res, f->dst);
+    if (res->status == AGG_OK && f->dst != NULL && !agg__tl_shm_cma(t, f)) {
+        agg_dp_copy_out_part(res, f->dst_off, f->dst_len, f->dst);
     }
     return res->status;
 }

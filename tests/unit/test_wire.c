@@ -311,10 +311,15 @@ DEFINE_LAYOUT(dp_chan, agg_dp_chan_t, 192, DP_CHAN_LAYOUT)
     X(agg_dp_frag_t, kind, 14, 1)                                              \
     X(agg_dp_frag_t, flags, 15, 1)                                             \
     X(agg_dp_frag_t, pid, 16, 4)                                               \
-    X(agg_dp_frag_t, reserved, 20, 4)                                          \
+    X(agg_dp_frag_t, root, 20, 4)                                              \
     X(agg_dp_frag_t, src, 24, 8)                                               \
-    X(agg_dp_frag_t, dst, 32, 8)
-DEFINE_LAYOUT(dp_frag, agg_dp_frag_t, 40, DP_FRAG_LAYOUT)
+    X(agg_dp_frag_t, dst, 32, 8)                                               \
+    X(agg_dp_frag_t, coll, 40, 1)                                              \
+    X(agg_dp_frag_t, reserved, 41, 3)                                          \
+    X(agg_dp_frag_t, off, 44, 4)                                               \
+    X(agg_dp_frag_t, len, 48, 4)                                               \
+    X(agg_dp_frag_t, reserved2, 52, 4)
+DEFINE_LAYOUT(dp_frag, agg_dp_frag_t, 56, DP_FRAG_LAYOUT)
 
 #define DP_NODE_LAYOUT(X)                                                      \
     X(agg_dp_node_t, guid, 0, 8)                                               \
@@ -351,8 +356,11 @@ DEFINE_LAYOUT(dp_port, agg_dp_port_t, 128, DP_PORT_LAYOUT)
     X(agg_dp_slot_t, kind, 30, 1)                                              \
     X(agg_dp_slot_t, flags, 31, 1)                                             \
     X(agg_dp_slot_t, seen, 32, 8)                                              \
-    X(agg_dp_slot_t, moved, 40, 8)
-DEFINE_LAYOUT(dp_slot, agg_dp_slot_t, 48, DP_SLOT_LAYOUT)
+    X(agg_dp_slot_t, moved, 40, 8)                                             \
+    X(agg_dp_slot_t, root, 48, 4)                                              \
+    X(agg_dp_slot_t, coll, 52, 1)                                              \
+    X(agg_dp_slot_t, pad, 53, 11)
+DEFINE_LAYOUT(dp_slot, agg_dp_slot_t, 64, DP_SLOT_LAYOUT)
 
 #define DP_AN_LAYOUT(X)                                                        \
     X(agg_dp_an_t, guid, 0, 8)                                                 \
@@ -415,10 +423,10 @@ static const struct_pin_t structs[] = {
     STRUCT(dp_member, agg_dp_member_t, 32, NULL),
     STRUCT(dp_counters, agg_dp_counters_t, 128, NULL),
     STRUCT(dp_chan, agg_dp_chan_t, 192, NULL),
-    STRUCT(dp_frag, agg_dp_frag_t, 40, NULL),
+    STRUCT(dp_frag, agg_dp_frag_t, 56, NULL),
     STRUCT(dp_node, agg_dp_node_t, 64, NULL),
     STRUCT(dp_port, agg_dp_port_t, 128, NULL),
-    STRUCT(dp_slot, agg_dp_slot_t, 48, NULL),
+    STRUCT(dp_slot, agg_dp_slot_t, 64, NULL),
     STRUCT(dp_an, agg_dp_an_t, 64, NULL),
     STRUCT(dp_host, agg_dp_host_t, 128, NULL),
 };
@@ -443,15 +451,19 @@ static const struct_pin_t structs[] = {
     X(AGG_GROUP_F_SAT, 0x01) X(AGG_GROUP_F_REPRODUCIBLE, 0x02)                 \
     X(AGG_JOB_F_SAT, 0x01) X(AGG_JOB_F_SPREAD, 0x02)                           \
     X(AGG_DP_MAGIC, 0x50444741) X(AGG_DP_HOST_MAGIC, 0x54534841)               \
-    X(AGG_DP_VERSION, 4) X(AGG_DP_LINE, 64) X(AGG_DP_NAME_LEN, 64)             \
+    X(AGG_DP_VERSION, 5) X(AGG_DP_LINE, 64) X(AGG_DP_NAME_LEN, 64)             \
     X(AGG_DP_KIND_DATA, 0) X(AGG_DP_KIND_LOCK, 1) X(AGG_DP_KIND_UNLOCK, 2)     \
     X(AGG_DP_KIND__COUNT, 3)                                                   \
     X(AGG_DP_F_REPRODUCIBLE, 0x01)                                             \
     X(AGG_DP_UP_ROOT, 0) X(AGG_DP_UP_LOCAL, 1) X(AGG_DP_UP_SHM, 2)             \
     X(AGG_DP_FRAG_CMA, 0x01) X(AGG_DP_FRAG_FAILED, 0x02)                       \
+    X(AGG_DP_FRAG_EMPTY, 0x04) X(AGG_DP_SLOT_FILLED, 0x02)                     \
+    X(AGG_DP_COLL_ALLREDUCE, 0) X(AGG_DP_COLL_REDUCE, 1) X(AGG_DP_COLL_BCAST, 2) \
+    X(AGG_DP_COLL_BARRIER, 3) X(AGG_DP_COLL_REDUCE_SCATTER, 4)                 \
+    X(AGG_DP_COLL_ALLGATHER, 5) X(AGG_DP_COLL__COUNT, 6)                       \
     X(AGG_DP_FRAG_SIZE, 64)                                                    \
     X(AGG_DP_SLOT_LOCKED, 0x80000000) X(AGG_DP_SLOT_PENDING, 0x01)             \
-    X(AGG_DP_SLOT_HDR, 48) X(AGG_DP_ACC_FACTOR, 2)
+    X(AGG_DP_SLOT_HDR, 64) X(AGG_DP_ACC_FACTOR, 2)
 
 #define CONST_STATIC(_c, _v) _Static_assert((_c) == (_v), #_c);
 CONSTANTS(CONST_STATIC)

@@ -48,7 +48,7 @@
 
 #define AGG_DP_MAGIC      0x50444741u /* "AGDP" */
 #define AGG_DP_HOST_MAGIC 0x54534841u /* "AHST" */
-#define AGG_DP_VERSION    4
+#define AGG_DP_VERSION    5
 #define AGG_DP_LINE       64
 #define AGG_DP_NAME_LEN   64
 
@@ -65,6 +65,28 @@ typedef enum agg_dp_kind {
     AGG_DP_KIND_UNLOCK = 2, /* give it back */
     AGG_DP_KIND__COUNT
 } agg_dp_kind_t;
+
+/*
+ * Which collective a fragment belongs to; the values travel on the wire and
+ * equal libagg's agg_coll_type_t. The node does what each needs:
+ * - ALLREDUCE, REDUCE, REDUCE_SCATTER, BARRIER: reduce every child's data;
+ *   the members read (all of, the root only, each its own block of, none
+ *   of) the result.
+ * - BCAST: only the root's data is non-empty; the node passes it on.
+ * - ALLGATHER: each child's data covers a part of the fragment (its block);
+ *   the node places the parts side by side.
+ * Every member must send the same collective, root and count for a
+ * fragment, or the fragment fails for all of them.
+ */
+typedef enum agg_dp_coll {
+    AGG_DP_COLL_ALLREDUCE      = 0,
+    AGG_DP_COLL_REDUCE         = 1,
+    AGG_DP_COLL_BCAST          = 2,
+    AGG_DP_COLL_BARRIER        = 3,
+    AGG_DP_COLL_REDUCE_SCATTER = 4,
+    AGG_DP_COLL_ALLGATHER      = 5,
+    AGG_DP_COLL__COUNT
+} agg_dp_coll_t;
 
 /* agg_dp_seg_t.flags */
 #define AGG_DP_F_REPRODUCIBLE 0x01u /* children are combined in position order */
@@ -159,6 +181,7 @@ typedef struct agg_dp_chan {
 /* agg_dp_frag_t.flags */
 #define AGG_DP_FRAG_CMA    0x01u /* data and result stay in the rank's memory (src/dst) */
 #define AGG_DP_FRAG_FAILED 0x02u /* the rank gave up on it: it fails for every member */
+#define AGG_DP_FRAG_EMPTY  0x04u /* the rank adds no data to it (a bcast's non-root) */
 
 /* A staged fragment, at the start of a staging slot; payload at AGG_DP_FRAG_SIZE. */
 typedef struct agg_dp_frag {
@@ -169,9 +192,14 @@ typedef struct agg_dp_frag {
     uint8_t  kind;  /* agg_dp_kind_t */
     uint8_t  flags; /* AGG_DP_FRAG_* */
     uint32_t pid;   /* CMA: the rank's process */
-    uint32_t reserved;
+    uint32_t root;  /* the collective's root (member index), 0 if it has none */
     uint64_t src;   /* CMA: where the data is in that process */
     uint64_t dst;   /* CMA: where the result goes */
+    uint8_t  coll;  /* agg_dp_coll_t */
+    uint8_t  reserved[3];
+    uint32_t off;   /* ALLGATHER: the staged data are elements off .. off + len */
+    uint32_t len;   /*   of the fragment */
+    uint32_t reserved2;
 } agg_dp_frag_t;
 
 #define AGG_DP_FRAG_SIZE AGG_DP_LINE
@@ -209,6 +237,7 @@ typedef struct agg_dp_port {
 
 /* agg_dp_slot_t.flags */
 #define AGG_DP_SLOT_PENDING 0x01u /* complete; moving it on (forward, result down) is still to do */
+#define AGG_DP_SLOT_FILLED  0x02u /* the accumulator holds data (some child sent any) */
 
 /* One fragment being combined at one node; the accumulator follows at AGG_DP_SLOT_HDR. */
 typedef struct agg_dp_slot {
@@ -223,9 +252,12 @@ typedef struct agg_dp_slot {
     uint8_t  flags;  /* AGG_DP_SLOT_* */
     uint64_t seen;   /* children seen, when the node has at most 64 */
     uint64_t moved;  /* last fragment this slot moved on (forwarded or published) */
+    uint32_t root;
+    uint8_t  coll;   /* agg_dp_coll_t */
+    uint8_t  pad[11];
 } agg_dp_slot_t;
 
-#define AGG_DP_SLOT_HDR 48
+#define AGG_DP_SLOT_HDR 64
 #define AGG_DP_ACC_FACTOR 2 /* accumulator bytes per payload byte (16-bit floats in float32) */
 
 /* ---- the host segment: one per switchsim ------------------------------ */
@@ -399,12 +431,17 @@ typedef struct agg_dp_driver {
 /* One child's contribution to a fragment. */
 typedef struct agg_dp_contrib {
     uint64_t    n;
-    uint32_t    count;
+    uint32_t    count;  /* elements of the fragment */
     uint8_t     op;
     uint8_t     dtype;
     uint8_t     kind;
+    uint8_t     coll;   /* agg_dp_coll_t */
+    uint32_t    root;
+    uint8_t     empty;  /* no data from this child (a bcast's non-root, an empty subtree) */
     int32_t     status; /* a child that failed passes its error up */
-    const void *data;   /* count elements; NULL with pid: read them from pid at raddr */
+    uint32_t    off;    /* ALLGATHER from a member: data are elements off .. off + len */
+    uint32_t    len;    /*   of the fragment (a child node's partial covers all of it) */
+    const void *data;   /* count (or len) elements; NULL with pid: read them from pid at raddr */
     uint32_t    pid;
     uint64_t    raddr;
     int         in_acc; /* data holds accumulator elements (a child node's partial) */
@@ -443,6 +480,9 @@ void agg_dp_count_in(agg_dp_driver_t *drv, uint8_t tree, const agg_dp_contrib_t 
  * that staged its chunk for zero copy has its result written by the node.)
  */
 void agg_dp_copy_out(const agg_dp_slot_t *slot, void *dst);
+
+/* The same for elements off .. off + len of the result only. */
+void agg_dp_copy_out_part(const agg_dp_slot_t *slot, uint32_t off, uint32_t len, void *dst);
 
 /* Wakes members asleep on the segment's results. */
 void agg_dp_wake_members(agg_dp_seg_t *s);

@@ -65,6 +65,8 @@ typedef struct agg_caps {
     uint32_t features;        /* AGG_FEATURE_* */
     uint32_t sat_chunk;       /* bytes per SAT chunk */
     uint64_t sat_threshold;   /* bytes from which an allreduce may use SAT (rank 0's) */
+    uint32_t op_mask[AGG_DTYPE__COUNT]; /* per dtype: bit per agg_op_t the tree reduces */
+    uint32_t colls;           /* bit per agg_coll_type_t */
 } agg_caps_t;
 
 #define AGG_FEATURE_LLT          0x1u
@@ -106,13 +108,40 @@ typedef struct agg_reduce_spec {
     agg_mem_type_t  sbuf_mem;
     agg_mem_type_t  rbuf_mem;
     agg_aggr_mode_t mode;
+    int             root;   /* agg_reduce: the member that gets the result */
 } agg_reduce_spec_t;
+
+/*
+ * A collective that moves bytes rather than reducing them (bcast,
+ * allgather). Zero-initialise it.
+ */
+typedef struct agg_data_spec {
+    const void     *sbuf;   /* allgather: this member's block (may be in rbuf, at its place) */
+    void           *rbuf;   /* bcast: the buffer (read at the root, written elsewhere);
+                               allgather: size x bytes, member i's block at i x bytes */
+    size_t          bytes;  /* bcast: the message; allgather: one member's block */
+    int             root;   /* bcast */
+    agg_mem_type_t  sbuf_mem;
+    agg_mem_type_t  rbuf_mem;
+} agg_data_spec_t;
+
+/* Which collective a request is (agg_request_info, agg_comm_stats). */
+typedef enum agg_coll_type {
+    AGG_COLL_ALLREDUCE      = 0,
+    AGG_COLL_REDUCE         = 1,
+    AGG_COLL_BCAST          = 2,
+    AGG_COLL_BARRIER        = 3,
+    AGG_COLL_REDUCE_SCATTER = 4,
+    AGG_COLL_ALLGATHER      = 5,
+    AGG_COLL__COUNT
+} agg_coll_type_t;
 
 /* A collective in flight (agg_iallreduce); test, wait and free it. */
 typedef struct agg_request agg_request_t;
 
 /* How a request went (agg_request_info): for logs and counters. */
 typedef struct agg_request_info {
+    agg_coll_type_t coll;
     agg_aggr_mode_t tree;    /* AGG_AGGR_LLT or AGG_AGGR_SAT: the tree that carried it */
     agg_status_t    why_llt; /* a SAT request that went to the LLT: why; else AGG_OK */
     size_t          fragments;
@@ -204,6 +233,62 @@ AGG_API agg_status_t agg_request_wait(agg_request_t *req);
  * result is still written to rbuf); its buffers must stay valid until then.
  */
 AGG_API void agg_request_free(agg_request_t *req);
+
+/*
+ * The other collectives, each in three forms like allreduce: blocking,
+ * non-blocking (a request), and persistent (_init, then agg_request_post).
+ * Every member calls them with the same count, type, op and root; a member
+ * whose call differs makes the call fail on every member
+ * (AGG_ERR_DATA_MISMATCH), never return garbage.
+ *
+ * reduce: spec->count elements reduced into the root's rbuf (rbuf is not
+ *   written on the other members and may be NULL there).
+ * reduce_scatter (block): sbuf holds size x spec->count elements; member i
+ *   gets the reduction of block i in rbuf (spec->count elements). sbuf and
+ *   rbuf must not overlap.
+ * bcast: spec->bytes of the root's rbuf into every member's rbuf.
+ * allgather: every member's spec->bytes block into every member's rbuf, in
+ *   member order.
+ * barrier: returns once every member has called it.
+ */
+AGG_API agg_status_t agg_reduce(agg_comm_t *comm, const agg_reduce_spec_t *spec);
+AGG_API agg_status_t agg_ireduce(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                 agg_request_t **req);
+AGG_API agg_status_t agg_reduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                     agg_request_t **req);
+AGG_API agg_status_t agg_reduce_scatter(agg_comm_t *comm, const agg_reduce_spec_t *spec);
+AGG_API agg_status_t agg_ireduce_scatter(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                         agg_request_t **req);
+AGG_API agg_status_t agg_reduce_scatter_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
+                                             agg_request_t **req);
+AGG_API agg_status_t agg_bcast(agg_comm_t *comm, const agg_data_spec_t *spec);
+AGG_API agg_status_t agg_ibcast(agg_comm_t *comm, const agg_data_spec_t *spec,
+                                agg_request_t **req);
+AGG_API agg_status_t agg_bcast_init(agg_comm_t *comm, const agg_data_spec_t *spec,
+                                    agg_request_t **req);
+AGG_API agg_status_t agg_allgather(agg_comm_t *comm, const agg_data_spec_t *spec);
+AGG_API agg_status_t agg_iallgather(agg_comm_t *comm, const agg_data_spec_t *spec,
+                                    agg_request_t **req);
+AGG_API agg_status_t agg_allgather_init(agg_comm_t *comm, const agg_data_spec_t *spec,
+                                        agg_request_t **req);
+AGG_API agg_status_t agg_barrier(agg_comm_t *comm);
+AGG_API agg_status_t agg_ibarrier(agg_comm_t *comm, agg_request_t **req);
+
+/* What a communicator did since it was created. */
+typedef struct agg_comm_stats {
+    uint64_t calls[AGG_COLL__COUNT][2]; /* completed, [coll][0: LLT, 1: SAT] */
+    uint64_t bytes[AGG_COLL__COUNT];    /* of the tree's vector (allgather: all blocks) */
+    uint64_t errors[AGG_COLL__COUNT];   /* completed with an error */
+    uint64_t sat_fallbacks;             /* SAT requests that went to the LLT */
+} agg_comm_stats_t;
+
+AGG_API agg_status_t agg_comm_stats(const agg_comm_t *comm, agg_comm_stats_t *stats);
+
+/* Logs the communicator's stats at INFO: one line per collective it ran. */
+AGG_API void agg_comm_dump_stats(const agg_comm_t *comm);
+
+/* Name of a collective ("allreduce", "reduce_scatter", ...). */
+AGG_API const char *agg_coll_name(agg_coll_type_t coll);
 
 /* Which tree carried a request, and why a SAT one went to the LLT. */
 AGG_API void agg_request_info(const agg_request_t *req, agg_request_info_t *info);
