@@ -302,8 +302,9 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "0 off; 1 use the network when available (one warning and "
                   "the host path otherwise); 2 as 1, but an unavailable "
                   "manager is an error; 3 force on every communicator, "
-                  "whatever its size; 4 as 3 (barrier offload arrives "
-                  "later).",
+                  "whatever its size; 4 as 3, and barriers too (1 to 3 "
+                  "offload allreduce, reduce, bcast, reduce-scatter and "
+                  "allgather).",
     },
     [AGG_CONF_HCOLL_SHARP_NP] = {
         .id     = AGG_CONF_HCOLL_SHARP_NP,
@@ -358,9 +359,10 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .scope   = AGG_CONF_SCOPE_SHIM,
         .doc     = "How the host path's allreduce algorithm is chosen: static "
                    "by message size, or dynamic by measuring (not "
-                   "reproducible). The host path here is Open MPI's own, "
-                   "which chooses for itself, so both values are accepted "
-                   "and behave alike.",
+                   "reproducible): a short measurement when the shim first "
+                   "sees a communicator picks the sizes at which recursive "
+                   "doubling gives way to Rabenseifner, and Rabenseifner to "
+                   "ring.",
     },
     [AGG_CONF_HCOLL_SBGP] = {
         .id     = AGG_CONF_HCOLL_SBGP,
@@ -396,6 +398,66 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "are placed only on fabric adapters whose description names "
                   "that device (\"host1 mlx5_0\"); empty takes any. The port "
                   "is accepted and not used (one port per adapter here).",
+    },
+    [AGG_CONF_HCOLL_HYBRID_LB] = {
+        .id     = AGG_CONF_HCOLL_HYBRID_LB,
+        .key    = "hcoll_allreduce_hybrid_lb",
+        .env    = {"HCOLL_ALLREDUCE_HYBRID_LB", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_BOOL,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "Cut offloaded allreduces larger than "
+                  "hcoll_hybrid_ar_lb_frag_thresh into fragments of that "
+                  "size, all in flight at once, so one rank's late start "
+                  "delays only its first fragment.",
+    },
+    [AGG_CONF_HCOLL_HYBRID_FRAG] = {
+        .id     = AGG_CONF_HCOLL_HYBRID_FRAG,
+        .key    = "hcoll_hybrid_ar_lb_frag_thresh",
+        .env    = {"HCOLL_HYBRID_AR_LB_FRAG_THRESH", NULL},
+        .defval = "1048576",
+        .type   = AGG_CONF_T_INT,
+        .min    = 4096,
+        .max    = 1LL << 40,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "Fragment size, in bytes, of hcoll_allreduce_hybrid_lb.",
+    },
+    [AGG_CONF_GROUP_ALLOC_THRESHOLD] = {
+        .id     = AGG_CONF_GROUP_ALLOC_THRESHOLD,
+        .key    = "group_alloc_threshold",
+        .env    = {"SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 1000000,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "When a communicator gets its group on the tree: 0 when it "
+                  "is created (MPI_Comm_dup, _split, _create; others at their "
+                  "first blocking collective), N after N blocking "
+                  "collectives on it, which take the host path. Lets "
+                  "programs that make many communicators and use few keep "
+                  "the group quota for those they use.",
+    },
+    [AGG_CONF_SHIM_DISABLE] = {
+        .id     = AGG_CONF_SHIM_DISABLE,
+        .key    = "shim_disable",
+        .env    = {"AGG_SHIM_DISABLE", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_BOOL,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "1 hands every MPI call to Open MPI untouched, as if the "
+                  "shim were not preloaded.",
+    },
+    [AGG_CONF_STATS] = {
+        .id     = AGG_CONF_STATS,
+        .key    = "stats",
+        .env    = {"AGG_STATS", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_BOOL,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "1: rank 0 prints at MPI_Finalize one line per collective: "
+                  "calls offloaded (LLT, SAT), calls on each host algorithm, "
+                  "calls passed to MPI, and why calls were not offloaded.",
     },
     /* ---- aggmgr ------------------------------------------------------- */
     [AGG_CONF_AM_TOPOLOGY] = {

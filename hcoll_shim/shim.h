@@ -5,39 +5,87 @@
 #include <mpi.h>
 #include "agg/agg.h"
 #include "agg/reduce.h"
+#include "shim_host.h"
 
 #define SHIM_API __attribute__((visibility("default")))
 
+/* Where a call went (AGG_STATS). */
+typedef enum shim_path {
+    SHIM_PATH_LLT = 0,
+    SHIM_PATH_SAT,
+    SHIM_PATH_RD,   /* host: recursive doubling */
+    SHIM_PATH_RAB,  /* host: Rabenseifner */
+    SHIM_PATH_RING, /* host: ring */
+    SHIM_PATH_MPI,  /* Open MPI's own (PMPI_) */
+    SHIM_PATH__COUNT
+} shim_path_t;
+
+/* Why a call was not offloaded (AGG_STATS). */
+typedef enum shim_why {
+    SHIM_WHY_NONE = 0,
+    SHIM_WHY_OFF,           /* HCOLL_ENABLE_SHARP=0, or no network for the job */
+    SHIM_WHY_TOO_SMALL,     /* nothing to send (count 0) */
+    SHIM_WHY_TOO_LARGE,     /* above HCOLL_ALLREDUCE_SHARP_MAX, or large ones sent to the host */
+    SHIM_WHY_TYPE,          /* a datatype the network does not reduce or move */
+    SHIM_WHY_OP,            /* an op the network does not do */
+    SHIM_WHY_COMM_SMALL,    /* below HCOLL_SHARP_NP */
+    SHIM_WHY_RESOURCES,     /* no group: quota or resources exhausted */
+    SHIM_WHY_LOCK,          /* SAT lock busy: went to the LLT (still offloaded) */
+    SHIM_WHY_NETWORK_ERROR, /* the group or the call failed in the network */
+    SHIM_WHY_DERIVED,       /* derived datatype: MPI untouched */
+    SHIM_WHY_USER_OP,       /* non-commutative user op: MPI untouched */
+    SHIM_WHY_INTERCOMM,     /* intercommunicator: MPI untouched */
+    SHIM_WHY_LAZY,          /* the group comes after SHARP_COLL_NUM_COLL_GROUP_..._THRESHOLD calls */
+    SHIM_WHY_LEVEL,         /* barrier offload needs HCOLL_ENABLE_SHARP=4 */
+    SHIM_WHY_THREAD,        /* MPI_THREAD_MULTIPLE without a thread-safe offload */
+    SHIM_WHY__COUNT
+} shim_why_t;
+
 typedef enum shim_comm_state {
     SHIM_COMM_READY = 1, /* offloaded */
-    SHIM_COMM_HOST  = 2, /* decided once: host path for this communicator */
+    SHIM_COMM_HOST  = 2, /* decided: host path for this communicator (why says why) */
+    SHIM_COMM_LATER = 3, /* host path until the group is made (lazy allocation) */
 } shim_comm_state_t;
 
 typedef struct shim_comm {
     shim_comm_state_t state;
-    MPI_Comm          oob;   /* private duplicate for libagg's out-of-band calls */
+    shim_why_t        why;   /* state != READY: the reason */
+    int               inter; /* an intercommunicator: everything to MPI */
+    int               rank;
+    int               size;
+    MPI_Comm          pcomm; /* private duplicate: libagg's out-of-band calls, host algorithms */
     agg_comm_t       *agg;
+    shim_host_tune_t  tune;
+    unsigned long     calls; /* blocking collectives seen, for the lazy group */
+    void             *scratch; /* in-place reduce-scatter's input copy, grown as needed */
+    size_t            scratch_size;
     struct shim_comm *next;
 } shim_comm_t;
 
-/* A non-blocking allreduce in the network, behind a generalized MPI request. */
+/* A non-blocking collective in the network, behind a generalized MPI request. */
 typedef struct shim_req {
     agg_request_t   *agg;
     MPI_Request      greq;
     shim_comm_t     *sc;
+    agg_coll_type_t  coll;
     int              error;  /* MPI error class once done with an error */
     struct shim_req *next;
 } shim_req_t;
 
 typedef struct shim_state {
+    int            on;          /* MPI_Init has run, AGG_SHIM_DISABLE is not set */
     int            level;       /* HCOLL_ENABLE_SHARP */
     long long      np;          /* HCOLL_SHARP_NP */
     long long      max_bytes;   /* HCOLL_ALLREDUCE_SHARP_MAX, 0 = no limit */
     long long      large_bytes; /* sat_threshold: what "large" means for the next one */
     int            large_host;  /* HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG != 4: large ones on the host */
+    int            dynamic;     /* HCOLL_ALLREDUCE_ZCOPY_TUNE=dynamic */
+    long long      lazy;        /* SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD */
+    long long      hybrid_frag; /* HCOLL_ALLREDUCE_HYBRID_LB: fragment bytes, 0 = off */
+    int            stats;       /* AGG_STATS */
+    shim_why_t     off_why;     /* why the network is off for every communicator */
     int            world_rank;
     int            world_size;
-    MPI_Comm       world_oob;
     int            keyval;
     agg_context_t *ctx;
     shim_comm_t   *comms;
@@ -46,10 +94,46 @@ typedef struct shim_state {
     int          (*opal_progress)(void);                  /* Open MPI's, when it has one */
     int          (*opal_unregister)(int (*cb)(void));
     int            registered;  /* shim_progress is one of Open MPI's progress callbacks */
-    unsigned long  offloaded, offloaded_nb, host_calls, fallbacks;
+    unsigned long  offloaded_nb; /* non-blocking calls offloaded */
+    unsigned long  calls[AGG_COLL__COUNT][SHIM_PATH__COUNT];
+    unsigned long  why[AGG_COLL__COUNT][SHIM_WHY__COUNT];
 } shim_state_t;
 
 extern shim_state_t shim;
+
+/* Counts a call of coll that took path, for why (SHIM_WHY_NONE when offloaded). */
+static inline void shim_count(agg_coll_type_t coll, shim_path_t path, shim_why_t why)
+{
+    __atomic_fetch_add(&shim.calls[coll][path], 1, __ATOMIC_RELAXED);
+    if (why != SHIM_WHY_NONE) {
+        __atomic_fetch_add(&shim.why[coll][why], 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* Where a call goes. */
+typedef enum shim_route {
+    SHIM_ROUTE_NET,  /* the aggregation tree */
+    SHIM_ROUTE_HOST, /* the shim's host algorithms (allreduce); MPI for the others */
+    SHIM_ROUTE_MPI,  /* Open MPI untouched */
+} shim_route_t;
+
+/* A reduction's arguments alone: MPI (derived type, non-commutative op, count 0) or NET. */
+shim_route_t shim_route_args(MPI_Datatype dtype, MPI_Op op, int count, shim_why_t *why);
+
+/*
+ * Where a reduction (allreduce, reduce, reduce-scatter: count elements per
+ * block) goes on sc; NET fills spec (sbuf MPI_IN_PLACE taken as rbuf).
+ */
+shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbuf, int count,
+                               MPI_Datatype dtype, MPI_Op op, shim_comm_t *sc,
+                               agg_reduce_spec_t *spec, shim_why_t *why);
+
+/* An allreduce on the host algorithm sc's table gives; counted with why. */
+int shim_allreduce_host(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
+                        MPI_Op op, shim_comm_t *sc, shim_why_t why);
+
+/* Prints the AGG_STATS lines (rank 0, MPI_Finalize). */
+void shim_stats_print(void);
 
 /* The agg datatype of a predefined MPI datatype; -1 if none (derived, long double...). */
 int shim_map_dtype(MPI_Datatype dtype);
@@ -57,18 +141,44 @@ int shim_map_dtype(MPI_Datatype dtype);
 /* The agg op of a predefined MPI op; -1 for user ops and REPLACE/NO_OP. */
 int shim_map_op(MPI_Op op);
 
-/* The offload state of `comm`, creating its group at first use; collective. */
-shim_comm_t *shim_comm_get(MPI_Comm comm);
-
-/* The offload state of `comm` if it has one already, else NULL; not collective. */
-shim_comm_t *shim_comm_peek(MPI_Comm comm);
+/* Whether dtype is predefined (named), not derived. */
+int shim_dtype_named(MPI_Datatype dtype);
 
 /*
- * Posts spec on sc as a non-blocking allreduce and gives the caller a
- * generalized MPI request that completes with it. MPI_SUCCESS, or an error
- * before anything was sent (the caller then takes the host path).
+ * The bytes of count elements of dtype when they are one contiguous block
+ * (a named type whose extent is its size); -1 otherwise.
  */
-int shim_ireq_start(shim_comm_t *sc, const agg_reduce_spec_t *spec, MPI_Request *request);
+long long shim_dtype_bytes(MPI_Datatype dtype, int count);
+
+/*
+ * The shim's state of `comm`, made at first use (collective: only blocking
+ * calls may make it), with its group once due; NULL for MPI_COMM_NULL or
+ * when the shim is off. Counts the call toward a lazy group.
+ */
+shim_comm_t *shim_comm_get(MPI_Comm comm);
+
+/* The state of `comm` if it has one already, else NULL; not collective. */
+shim_comm_t *shim_comm_peek(MPI_Comm comm);
+
+/* Makes the state of a communicator just created (Comm_dup, _split, _create). */
+void shim_comm_created(MPI_Comm comm);
+
+/*
+ * Whether coll can be offloaded on sc now: the reason it cannot otherwise.
+ * Only checks the communicator and the level, not the call's arguments.
+ */
+shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll);
+
+/*
+ * Hands a started libagg request to the program as a generalized MPI
+ * request that completes with it; MPI_SUCCESS, or an error (the request has
+ * then been waited for and freed).
+ */
+int shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
+                    MPI_Request *request);
+
+/* Waits for a started libagg request, counts its path (not for AGG_COLL__COUNT), frees it. */
+agg_status_t shim_net_wait(agg_coll_type_t coll, agg_request_t *req);
 
 /* Completes every request of sc still in the network (before sc goes). */
 void shim_requests_finish(shim_comm_t *sc);

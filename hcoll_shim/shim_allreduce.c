@@ -1,7 +1,11 @@
 /*
- * MPI_Allreduce and MPI_Iallreduce: offloaded when the network can reduce
- * the type and op on this communicator, at this size; Open MPI's own
- * PMPI_ functions otherwise, so a result is never wrong.
+ * MPI_Allreduce and MPI_Iallreduce. In the network when it can reduce the
+ * type and op on this communicator at this size; otherwise on the shim's
+ * own host algorithms (recursive doubling, Rabenseifner, ring: shim_host.c)
+ * for any predefined type and commutative op; derived types,
+ * non-commutative user ops and intercommunicators go to Open MPI untouched.
+ * Non-blocking calls are offloaded or handed to Open MPI (the host
+ * algorithms block).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,34 +14,62 @@
 #include "agg/log.h"
 #include "shim.h"
 
-/*
- * The offloaded form of a call, or NULL when it goes to the host path. Only
- * a blocking call (setup) creates the communicator's group; see shim_init.
- */
-static shim_comm_t *shim_allreduce_route(const void *sbuf, void *rbuf, int count,
-                                         MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                                         int setup, agg_reduce_spec_t *spec)
+/* Where a reduction can go, before looking at the communicator. */
+shim_route_t shim_route_args(MPI_Datatype dtype, MPI_Op op, int count, shim_why_t *why)
 {
+    int commute = 1;
+
+    *why = SHIM_WHY_NONE;
+    if (count <= 0) {
+        *why = SHIM_WHY_TOO_SMALL; /* nothing to reduce; MPI checks the arguments */
+        return SHIM_ROUTE_MPI;
+    }
+    if (!shim_dtype_named(dtype)) {
+        *why = SHIM_WHY_DERIVED;
+        return SHIM_ROUTE_MPI;
+    }
+    if (shim_map_op(op) < 0 &&
+        (PMPI_Op_commutative(op, &commute) != MPI_SUCCESS || !commute)) {
+        *why = SHIM_WHY_USER_OP;
+        return SHIM_ROUTE_MPI;
+    }
+    return SHIM_ROUTE_NET;
+}
+
+shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbuf, int count,
+                               MPI_Datatype dtype, MPI_Op op, shim_comm_t *sc,
+                               agg_reduce_spec_t *spec, shim_why_t *why)
+{
+    shim_route_t r = shim_route_args(dtype, op, count, why);
     long long bytes;
-    shim_comm_t *sc;
     int adt, aop;
 
-    if (shim.ctx == NULL || count < 0 || comm == MPI_COMM_NULL) {
-        return NULL;
+    if (r != SHIM_ROUTE_NET) {
+        return r;
+    }
+    if (sc == NULL || sc->inter) {
+        *why = sc != NULL ? SHIM_WHY_INTERCOMM : SHIM_WHY_LAZY;
+        return SHIM_ROUTE_MPI;
+    }
+    *why = shim_comm_why(sc, coll);
+    if (*why != SHIM_WHY_NONE) {
+        return SHIM_ROUTE_HOST;
     }
     adt = shim_map_dtype(dtype);
     aop = shim_map_op(op);
-    if (adt < 0 || aop < 0 || agg_reduce_fn(adt, aop) == NULL) {
-        return NULL;
+    if (adt < 0) {
+        *why = SHIM_WHY_TYPE;
+        return SHIM_ROUTE_HOST;
+    }
+    if (aop < 0 || agg_reduce_fn(adt, aop) == NULL) {
+        *why = SHIM_WHY_OP;
+        return SHIM_ROUTE_HOST;
     }
     bytes = (long long)count * (long long)agg_dtype_size(adt);
-    if ((shim.max_bytes > 0 && bytes > shim.max_bytes) ||
-        (shim.large_host && bytes >= shim.large_bytes)) {
-        return NULL;
-    }
-    sc = setup ? shim_comm_get(comm) : shim_comm_peek(comm);
-    if (sc == NULL || sc->state != SHIM_COMM_READY) {
-        return NULL;
+    if (coll == AGG_COLL_ALLREDUCE && ((shim.max_bytes > 0 && bytes > shim.max_bytes) ||
+                                       (shim.large_host && bytes >= shim.large_bytes))) {
+        *why = SHIM_WHY_TOO_LARGE;
+        return SHIM_ROUTE_HOST;
     }
     memset(spec, 0, sizeof(*spec));
     spec->sbuf  = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
@@ -45,42 +77,124 @@ static shim_comm_t *shim_allreduce_route(const void *sbuf, void *rbuf, int count
     spec->count = (size_t)count;
     spec->dtype = (agg_dtype_t)adt;
     spec->op    = (agg_op_t)aop;
-    return sc;
+    return SHIM_ROUTE_NET;
+}
+
+/*
+ * HCOLL_ALLREDUCE_HYBRID_LB: a large allreduce as fragments of
+ * hcoll_hybrid_ar_lb_frag_thresh bytes, all posted before any is waited
+ * for, so a late member delays only what it has not sent yet.
+ */
+static agg_status_t shim_allreduce_frags(shim_comm_t *sc, const agg_reduce_spec_t *spec)
+{
+    size_t esize = agg_dtype_size(spec->dtype);
+    size_t per = (size_t)shim.hybrid_frag / esize, n = (spec->count + per - 1) / per, i;
+    agg_request_t **reqs = malloc(n * sizeof(*reqs));
+    agg_status_t st = AGG_OK, rc;
+
+    if (reqs == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < n; ++i) {
+        agg_reduce_spec_t part = *spec;
+
+        part.sbuf  = (const uint8_t *)spec->sbuf + i * per * esize;
+        part.rbuf  = (uint8_t *)spec->rbuf + i * per * esize;
+        part.count = spec->count - i * per < per ? spec->count - i * per : per;
+        rc = agg_iallreduce(sc->agg, &part, &reqs[i]);
+        if (rc != AGG_OK) {
+            /* every member fails the same post (same arguments, same state) */
+            st = rc;
+            break;
+        }
+    }
+    n = i;
+    for (i = 0; i < n; ++i) {
+        rc = shim_net_wait(i == 0 ? AGG_COLL_ALLREDUCE : AGG_COLL__COUNT, reqs[i]);
+        st = st == AGG_OK ? rc : st;
+    }
+    free(reqs);
+    return st;
+}
+
+/* Runs an offloaded allreduce; every member sees the same outcome. */
+static agg_status_t shim_allreduce_net(shim_comm_t *sc, const agg_reduce_spec_t *spec)
+{
+    agg_request_t *req;
+    agg_status_t st;
+
+    if (shim.hybrid_frag > 0 &&
+        spec->count * agg_dtype_size(spec->dtype) > (size_t)shim.hybrid_frag) {
+        return shim_allreduce_frags(sc, spec);
+    }
+    st = agg_iallreduce(sc->agg, spec, &req);
+    return st == AGG_OK ? shim_net_wait(AGG_COLL_ALLREDUCE, req) : st;
+}
+
+/* The host algorithm the communicator's table gives for this size. */
+int shim_allreduce_host(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
+                        MPI_Op op, shim_comm_t *sc, shim_why_t why)
+{
+    static const shim_path_t paths[SHIM_ALG__COUNT] = {
+        [SHIM_ALG_RECURSIVE_DOUBLING] = SHIM_PATH_RD,
+        [SHIM_ALG_RABENSEIFNER]       = SHIM_PATH_RAB,
+        [SHIM_ALG_RING]               = SHIM_PATH_RING,
+    };
+    int size = 0;
+    shim_host_alg_t alg;
+
+    PMPI_Type_size(dtype, &size);
+    alg = shim_host_choose(&sc->tune, (size_t)size * (size_t)count, sc->size);
+    shim_count(AGG_COLL_ALLREDUCE, paths[alg], why);
+    return shim_host_allreduce(sbuf, rbuf, count, dtype, op, sc->pcomm, alg);
 }
 
 SHIM_API int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
                            MPI_Op op, MPI_Comm comm)
 {
     agg_reduce_spec_t spec;
-    shim_comm_t *sc;
+    shim_comm_t *sc = NULL;
+    shim_why_t why;
+    shim_route_t r;
     agg_status_t st;
 
-    sc = shim_allreduce_route(sbuf, rbuf, count, dtype, op, comm, 1, &spec);
-    if (sc == NULL) {
-        goto host;
+    if (!shim.on) {
+        return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
     }
-    st = agg_allreduce(sc->agg, &spec);
-    if (st == AGG_OK) {
-        shim.offloaded++;
-        return MPI_SUCCESS;
+    r = shim_route_args(dtype, op, count, &why);
+    if (r == SHIM_ROUTE_NET) {
+        sc = shim_comm_get(comm);
+        r  = shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec,
+                               &why);
     }
-    /*
-     * Every member sees a failure in the tree, so all complete this call the
-     * same way; the communicator stays offloaded (none may take another path
-     * on its own), and a tree that is gone fails the next calls at once.
-     */
-    shim.fallbacks++;
-    if (sbuf == MPI_IN_PLACE) {
-        /* part of rbuf may already hold reduced data: redoing it would be wrong */
-        agg_error("in-place allreduce failed in the network (%s); cannot recover the "
-                  "input", agg_strerror(st));
-        PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
-        return MPI_ERR_INTERN;
+    if (r == SHIM_ROUTE_NET) {
+        st = shim_allreduce_net(sc, &spec);
+        if (st == AGG_OK) {
+            return MPI_SUCCESS;
+        }
+        /*
+         * Every member sees a failure in the tree, so all complete this call
+         * the same way; the communicator stays offloaded (none may take
+         * another path on its own), and a tree that is gone fails the next
+         * calls at once.
+         */
+        if (sbuf == MPI_IN_PLACE) {
+            /* part of rbuf may already hold reduced data: redoing it would be wrong */
+            agg_error("in-place allreduce failed in the network (%s); cannot recover the "
+                      "input", agg_strerror(st));
+            shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
+            PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
+            return MPI_ERR_INTERN;
+        }
+        agg_warn("allreduce failed in the network (%s); completing it on the host",
+                 agg_strerror(st));
+        r   = SHIM_ROUTE_HOST;
+        why = SHIM_WHY_NETWORK_ERROR;
     }
-    agg_warn("allreduce failed in the network (%s); completing it on the host",
-             agg_strerror(st));
-host:
-    shim.host_calls++;
+    if (r == SHIM_ROUTE_HOST) {
+        return shim_allreduce_host(sbuf, rbuf, count, dtype, op, sc, why);
+    }
+    shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
     return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
 }
 
@@ -88,14 +202,21 @@ SHIM_API int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
                             MPI_Op op, MPI_Comm comm, MPI_Request *request)
 {
     agg_reduce_spec_t spec;
-    shim_comm_t *sc;
+    agg_request_t *req;
+    shim_why_t why;
 
-    sc = shim_allreduce_route(sbuf, rbuf, count, dtype, op, comm, 0, &spec);
-    if (sc != NULL && count > 0 && shim_ireq_start(sc, &spec, request) == MPI_SUCCESS) {
-        shim.offloaded++;
-        shim.offloaded_nb++;
-        return MPI_SUCCESS;
+    if (!shim.on) {
+        return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
     }
-    shim.host_calls++;
+    if (shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op,
+                          shim_comm_peek(comm), &spec, &why) == SHIM_ROUTE_NET) {
+        if (agg_iallreduce(shim_comm_peek(comm)->agg, &spec, &req) == AGG_OK &&
+            shim_ireq_start(shim_comm_peek(comm), AGG_COLL_ALLREDUCE, req, request) ==
+                MPI_SUCCESS) {
+            return MPI_SUCCESS;
+        }
+        why = SHIM_WHY_NETWORK_ERROR;
+    }
+    shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
     return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
 }

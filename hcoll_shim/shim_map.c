@@ -1,6 +1,7 @@
 /*
- * MPI datatypes and operations the network can reduce. Anything not listed
- * (derived types, long double, user operations) goes to the host path.
+ * MPI datatypes and operations the network can reduce or move. Anything
+ * not listed (long double, user operations) goes to the host path; derived
+ * types to MPI.
  */
 #include "shim.h"
 
@@ -113,4 +114,28 @@ int shim_map_op(MPI_Op op)
         return AGG_OP_MAXLOC;
     }
     return -1;
+}
+
+int shim_dtype_named(MPI_Datatype d)
+{
+    int ni, na, nd, combiner;
+
+    if (d == MPI_DATATYPE_NULL ||
+        PMPI_Type_get_envelope(d, &ni, &na, &nd, &combiner) != MPI_SUCCESS) {
+        return 0;
+    }
+    return combiner == MPI_COMBINER_NAMED;
+}
+
+long long shim_dtype_bytes(MPI_Datatype d, int count)
+{
+    MPI_Aint lb, extent;
+    int size;
+
+    if (count < 0 || !shim_dtype_named(d) || PMPI_Type_size(d, &size) != MPI_SUCCESS ||
+        PMPI_Type_get_extent(d, &lb, &extent) != MPI_SUCCESS || lb != 0 ||
+        extent != (MPI_Aint)size) {
+        return -1; /* value-index pairs have holes: MPI moves them */
+    }
+    return (long long)size * count;
 }

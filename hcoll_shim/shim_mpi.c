@@ -1,11 +1,13 @@
 /*
  * hcoll_shim: preloaded under an unmodified mpirun and MPI program. This
- * file: MPI_Init*, MPI_Comm_free and MPI_Finalize, and the group behind each
- * communicator; shim_allreduce.c offloads MPI_Allreduce and MPI_Iallreduce,
- * shim_request.c completes the latter through MPI's own requests. What the
- * network cannot reduce goes to Open MPI's PMPI_ functions, so a result is never
- * wrong. HCOLL_ENABLE_SHARP: 0 off, 1 use if available, 2 and up force (an
- * unreachable manager is then an error).
+ * file: MPI_Init*, MPI_Finalize and the job's settings. shim_comm.c keeps a
+ * state per communicator (and its group on the tree), shim_allreduce.c and
+ * shim_coll.c route each collective to the network, to the shim's own host
+ * algorithms (shim_host.c) or to Open MPI's PMPI_ functions, so a result is
+ * never wrong; shim_request.c completes non-blocking ones through MPI's own
+ * requests, shim_stats.c says where calls went. HCOLL_ENABLE_SHARP: 0 off,
+ * 1 use if available, 2 and up force (an unreachable manager is then an
+ * error), 4 offloads barriers too.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "shim.h"
 
 shim_state_t shim = {.keyval = MPI_KEYVAL_INVALID};
+static MPI_Comm shim_world_oob = MPI_COMM_NULL; /* libagg's out-of-band channel for the job */
 
 static int shim_oob_bcast(void *ctx, void *buf, size_t size, int root)
 {
@@ -55,7 +58,7 @@ static int shim_mpi_progress(void *arg)
     if (shim.opal_progress != NULL) {
         return shim.opal_progress();
     }
-    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, shim.world_oob, &flag, MPI_STATUS_IGNORE);
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, shim_world_oob, &flag, MPI_STATUS_IGNORE);
     return flag;
 }
 
@@ -75,52 +78,72 @@ static void shim_progress_hook(void)
               "move on inside the MPI wait and test calls only");
 }
 
+/*
+ * Rank 0's settings hold for every rank: one that took another path than
+ * its peers (host or network, set up a group or not, which host algorithm)
+ * would wait for them in vain, or pair its messages with theirs wrongly.
+ */
+static void shim_settings(void)
+{
+    enum { ENABLE, NP, MAX, LARGE, DYNAMIC, LAZY, HYBRID, FRAG, DISABLE, STATS, N };
+    long long mine[N] = {0}, root[N];
+    agg_conf_t conf;
+    char err[512];
+    int ok = agg_conf_load(&conf, NULL, environ, err, sizeof(err)) == AGG_OK;
+
+    if (!ok) {
+        fprintf(stderr, "hcoll_shim: rank %d: %s; offload disabled\n", shim.world_rank, err);
+    } else {
+        agg_log_set_level((int)agg_conf_int(&conf, AGG_CONF_LOG_LEVEL));
+        mine[ENABLE]  = agg_conf_int(&conf, AGG_CONF_HCOLL_ENABLE_SHARP);
+        mine[NP]      = agg_conf_int(&conf, AGG_CONF_HCOLL_SHARP_NP);
+        mine[MAX]     = agg_conf_int(&conf, AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX);
+        mine[LARGE]   = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
+        mine[DYNAMIC] = strcmp(agg_conf_str(&conf, AGG_CONF_HCOLL_ZCOPY_TUNE), "dynamic") == 0;
+        mine[LAZY]    = agg_conf_int(&conf, AGG_CONF_GROUP_ALLOC_THRESHOLD);
+        mine[HYBRID]  = agg_conf_int(&conf, AGG_CONF_HCOLL_HYBRID_LB);
+        mine[FRAG]    = agg_conf_int(&conf, AGG_CONF_HCOLL_HYBRID_FRAG);
+        mine[DISABLE] = agg_conf_int(&conf, AGG_CONF_SHIM_DISABLE);
+        mine[STATS]   = agg_conf_int(&conf, AGG_CONF_STATS);
+        if (shim.world_rank == 0) {
+            agg_conf_check_env(environ, shim_warn_env, NULL);
+        }
+    }
+    memcpy(root, mine, sizeof(root));
+    PMPI_Bcast(root, N, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (ok && memcmp(mine, root, sizeof(root)) != 0) {
+        agg_warn("rank %d: its HCOLL_* / SHARP_COLL_* / AGG_SHIM_DISABLE / AGG_STATS settings "
+                 "differ from rank 0's; rank 0's are used (HCOLL_ENABLE_SHARP=%lld)",
+                 shim.world_rank, root[ENABLE]);
+    }
+    shim.level       = (int)root[ENABLE];
+    shim.np          = root[NP];
+    shim.max_bytes   = root[MAX];
+    shim.large_host  = (int)root[LARGE];
+    shim.dynamic     = (int)root[DYNAMIC];
+    shim.lazy        = root[LAZY];
+    shim.hybrid_frag = root[HYBRID] ? root[FRAG] : 0;
+    shim.on          = !root[DISABLE];
+    shim.stats       = (int)root[STATS];
+}
+
 static void shim_init(int thread_level)
 {
     agg_context_spec_t spec = {0};
-    agg_conf_t conf;
-    char err[512];
+    char prefix[32];
     agg_status_t st;
 
     PMPI_Comm_rank(MPI_COMM_WORLD, &shim.world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &shim.world_size);
-    snprintf(err, sizeof(err), "shim:%d", shim.world_rank);
-    agg_log_set_prefix(err);
-    {
-        /*
-         * Rank 0's choices hold for every rank: one that took another path
-         * than its peers (host or network, set up a group or not) would wait
-         * for them in vain, or pair its collectives with theirs wrongly.
-         */
-        long long mine[4] = {0}, root[4];
-        int ok = agg_conf_load(&conf, NULL, environ, err, sizeof(err)) == AGG_OK;
-
-        if (!ok) {
-            fprintf(stderr, "hcoll_shim: rank %d: %s; offload disabled\n", shim.world_rank,
-                    err);
-        } else {
-            agg_log_set_level((int)agg_conf_int(&conf, AGG_CONF_LOG_LEVEL));
-            mine[0] = agg_conf_int(&conf, AGG_CONF_HCOLL_ENABLE_SHARP);
-            mine[1] = agg_conf_int(&conf, AGG_CONF_HCOLL_SHARP_NP);
-            mine[2] = agg_conf_int(&conf, AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX);
-            mine[3] = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
-            if (shim.world_rank == 0) {
-                agg_conf_check_env(environ, shim_warn_env, NULL);
-            }
-        }
-        memcpy(root, mine, sizeof(root));
-        PMPI_Bcast(root, 4, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-        if (ok && memcmp(mine, root, sizeof(root)) != 0) {
-            agg_warn("rank %d: its HCOLL_ENABLE_SHARP, HCOLL_SHARP_NP, "
-                     "HCOLL_ALLREDUCE_SHARP_MAX or "
-                     "HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG differ from rank 0's; rank 0's "
-                     "are used (HCOLL_ENABLE_SHARP=%lld)", shim.world_rank, root[0]);
-        }
-        shim.level       = (int)root[0];
-        shim.np          = root[1];
-        shim.max_bytes   = root[2];
-        shim.large_host  = (int)root[3];
+    snprintf(prefix, sizeof(prefix), "shim:%d", shim.world_rank);
+    agg_log_set_prefix(prefix);
+    shim_settings();
+    if (!shim.on) {
+        return; /* AGG_SHIM_DISABLE: as if the shim were not there */
     }
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &shim.keyval,
+                            NULL);
+    shim.off_why = SHIM_WHY_OFF;
     if (shim.level == 0) {
         agg_debug("HCOLL_ENABLE_SHARP=0: every collective on the host path");
         return;
@@ -137,13 +160,12 @@ static void shim_init(int thread_level)
                          "MPI_THREAD_MULTIPLE, which the offload does not support yet; "
                          "collectives use the host path", shim.level);
             }
-            shim.level = 0;
+            shim.off_why = SHIM_WHY_THREAD;
+            shim.level   = 0;
             return;
         }
     }
-    PMPI_Comm_dup(MPI_COMM_WORLD, &shim.world_oob);
-    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &shim.keyval,
-                            NULL);
+    PMPI_Comm_dup(MPI_COMM_WORLD, &shim_world_oob);
     {
         MPI_Comm node;
         PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -155,7 +177,7 @@ static void shim_init(int thread_level)
     spec.oob.bcast   = shim_oob_bcast;
     spec.oob.barrier = shim_oob_barrier;
     spec.oob.gather  = shim_oob_gather;
-    spec.oob_ctx     = &shim.world_oob;
+    spec.oob_ctx     = &shim_world_oob;
     spec.progress    = shim_mpi_progress;
     st = agg_context_init(&spec, &shim.ctx);
     if (st == AGG_OK) {
@@ -166,16 +188,15 @@ static void shim_init(int thread_level)
         shim.large_bytes = (long long)caps.sat_threshold;
         shim_progress_hook();
         /*
-         * MPI_COMM_WORLD's group now, while every rank is here anyway: a
-         * non-blocking allreduce never sets a group up (that is collective
-         * and blocking, and could deadlock a program that starts them in
-         * different orders on different communicators), so it is offloaded
-         * on communicators that have one already.
+         * MPI_COMM_WORLD's state and group now, while every rank is here
+         * anyway: a non-blocking collective never sets a group up, so it is
+         * offloaded on communicators that have one already.
          */
         shim_comm_get(MPI_COMM_WORLD);
         return;
     }
     shim.ctx = NULL;
+    PMPI_Comm_free(&shim_world_oob);
     if (shim.level == 1) {
         if (shim.world_rank == 0) {
             agg_warn("HCOLL_ENABLE_SHARP=1: in-network aggregation not available (%s); "
@@ -214,169 +235,45 @@ SHIM_API int MPI_Init_thread(int *argc, char ***argv, int required, int *provide
     return rc;
 }
 
-shim_comm_t *shim_comm_peek(MPI_Comm comm)
-{
-    int flag = 0;
-    void *val;
-
-    if (comm == MPI_COMM_NULL ||
-        PMPI_Comm_get_attr(comm, shim.keyval, &val, &flag) != MPI_SUCCESS || !flag) {
-        return NULL;
-    }
-    return val;
-}
-
-shim_comm_t *shim_comm_get(MPI_Comm comm)
-{
-    agg_comm_spec_t spec = {0};
-    MPI_Group group, world_group;
-    shim_comm_t *sc;
-    int *ranks, *world_ranks, flag = 0, i, ok;
-    agg_status_t st;
-
-    if (comm == MPI_COMM_NULL) {
-        return NULL; /* the host path reports the error */
-    }
-    sc = shim_comm_peek(comm);
-    if (sc != NULL) {
-        return sc;
-    }
-    if (PMPI_Comm_test_inter(comm, &flag) != MPI_SUCCESS) {
-        return NULL; /* not a communicator: the host path reports it */
-    }
-    sc = calloc(1, sizeof(*sc));
-    if (sc == NULL) {
-        return NULL;
-    }
-    sc->state = SHIM_COMM_HOST;
-    sc->oob   = MPI_COMM_NULL;
-    /* An intercommunicator's allreduce returns the other group's reduction:
-     * not what a group on the tree computes. */
-    if (flag) {
-        goto out;
-    }
-    PMPI_Comm_rank(comm, &spec.rank);
-    PMPI_Comm_size(comm, &spec.size);
-    if (shim.level <= 2 && spec.size < shim.np) {
-        /* say why the network is not used (users' first complaint about SHARP) */
-        if (spec.rank == 0) {
-            agg_info("communicator of %d ranks stays on the host path: below "
-                     "HCOLL_SHARP_NP=%lld", spec.size, shim.np);
-        }
-        goto out;
-    }
-    ranks       = malloc((size_t)spec.size * sizeof(int));
-    world_ranks = malloc((size_t)spec.size * sizeof(int));
-    ok          = ranks != NULL && world_ranks != NULL;
-    /* every member must take the same path, even if one is out of memory */
-    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm);
-    if (!ok) {
-        free(ranks);
-        free(world_ranks);
-        goto out;
-    }
-    for (i = 0; i < spec.size; ++i) {
-        ranks[i] = i;
-    }
-    PMPI_Comm_group(comm, &group);
-    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
-    PMPI_Group_translate_ranks(group, spec.size, ranks, world_group, world_ranks);
-    PMPI_Group_free(&group);
-    PMPI_Group_free(&world_group);
-    PMPI_Comm_dup(comm, &sc->oob);
-    spec.world_ranks = world_ranks;
-    spec.oob_ctx     = &sc->oob;
-    st = agg_comm_init(shim.ctx, &spec, &sc->agg);
-    free(ranks);
-    free(world_ranks);
-    if (st == AGG_OK) {
-        sc->state = SHIM_COMM_READY;
-    } else if (spec.rank == 0) {
-        /* once per reason at INFO: a program making hundreds of communicators
-           past the group quota would otherwise print hundreds of lines */
-        static uint64_t said; /* bit per agg_status_t already logged */
-        uint64_t bit = 1ull << ((unsigned)-st % 64);
-
-        if (!(said & bit)) {
-            said |= bit;
-            agg_info("communicator of %d ranks stays on the host path: %s (said once; "
-                     "the others at SHARP_COLL_LOG_LEVEL=4)", spec.size, agg_strerror(st));
-        } else {
-            agg_debug("communicator of %d ranks stays on the host path: %s", spec.size,
-                      agg_strerror(st));
-        }
-    }
-out:
-    sc->next   = shim.comms;
-    shim.comms = sc;
-    PMPI_Comm_set_attr(comm, shim.keyval, sc);
-    return sc;
-}
-
-static void shim_comm_forget(shim_comm_t *sc)
-{
-    shim_comm_t **pp;
-
-    for (pp = &shim.comms; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == sc) {
-            *pp = sc->next;
-            break;
-        }
-    }
-}
-
-SHIM_API int MPI_Comm_free(MPI_Comm *comm)
-{
-    shim_comm_t *sc;
-    int flag = 0;
-    void *val;
-
-    if (shim.ctx != NULL && comm != NULL && *comm != MPI_COMM_NULL) {
-        PMPI_Comm_get_attr(*comm, shim.keyval, &val, &flag);
-        if (flag) {
-            sc = val;
-            shim_requests_finish(sc);
-            if (sc->agg != NULL) {
-                agg_comm_destroy(sc->agg);
-            }
-            if (sc->oob != MPI_COMM_NULL) {
-                PMPI_Comm_free(&sc->oob);
-            }
-            PMPI_Comm_delete_attr(*comm, shim.keyval);
-            shim_comm_forget(sc);
-            free(sc);
-        }
-    }
-    return PMPI_Comm_free(comm);
-}
-
 SHIM_API int MPI_Finalize(void)
 {
     shim_comm_t *sc;
 
-    if (shim.ctx != NULL) {
-        if (shim.registered) {
-            shim.opal_unregister(shim_progress);
-            shim.registered = 0;
-        }
-        shim_requests_abandon();
-        /* Groups still open are released with the job; only local state goes. */
-        while ((sc = shim.comms) != NULL) {
-            shim.comms = sc->next;
+    if (!shim.on) {
+        return PMPI_Finalize();
+    }
+    if (shim.registered) {
+        shim.opal_unregister(shim_progress);
+        shim.registered = 0;
+    }
+    shim_requests_abandon();
+    if (shim.world_rank == 0 && shim.ctx != NULL) {
+        unsigned long off = shim.calls[AGG_COLL_ALLREDUCE][SHIM_PATH_LLT] +
+                            shim.calls[AGG_COLL_ALLREDUCE][SHIM_PATH_SAT];
+        agg_info("hcoll_shim: %lu allreduce calls offloaded (%lu non-blocking collectives, "
+                 "%llu fragments); AGG_STATS=1 says where every call went", off,
+                 shim.offloaded_nb,
+                 (unsigned long long)agg_context_fragments_sent(shim.ctx));
+    }
+    if (shim.stats && shim.world_rank == 0) {
+        shim_stats_print();
+    }
+    /* Groups still open are released with the job; only local state goes. */
+    while ((sc = shim.comms) != NULL) {
+        shim.comms = sc->next;
+        if (sc->agg != NULL) {
             agg_comm_abandon(sc->agg);
-            free(sc);
         }
-        if (shim.world_rank == 0) {
-            agg_info("hcoll_shim: %lu allreduce calls offloaded (%lu non-blocking, %llu "
-                     "fragments), %lu on the host path, %lu fell back after a network error",
-                     shim.offloaded, shim.offloaded_nb,
-                     (unsigned long long)agg_context_fragments_sent(shim.ctx),
-                     shim.host_calls, shim.fallbacks);
-        }
+        free(sc->scratch);
+        free(sc);
+    }
+    if (shim.ctx != NULL) {
         agg_context_finalize(shim.ctx);
         shim.ctx = NULL;
-        PMPI_Comm_free_keyval(&shim.keyval);
-        PMPI_Comm_free(&shim.world_oob);
+        PMPI_Comm_free(&shim_world_oob);
     }
+    shim_host_cleanup();
+    PMPI_Comm_free_keyval(&shim.keyval);
+    shim.on = 0;
     return PMPI_Finalize();
 }

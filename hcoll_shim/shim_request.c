@@ -1,5 +1,5 @@
 /*
- * Non-blocking allreduces in the network, seen by the program as ordinary
+ * Non-blocking collectives in the network, seen by the program as ordinary
  * MPI requests: each is a generalized request (MPI_Grequest_start) that the
  * shim completes when libagg's request completes. Under Open MPI,
  * shim_progress is one of its progress callbacks, so any MPI call that
@@ -48,27 +48,39 @@ static int shim_ireq_cancel(void *extra, int complete)
     return MPI_SUCCESS; /* a collective cannot be cancelled; it completes */
 }
 
-int shim_ireq_start(shim_comm_t *sc, const agg_reduce_spec_t *spec, MPI_Request *request)
+agg_status_t shim_net_wait(agg_coll_type_t coll, agg_request_t *req)
+{
+    agg_request_info_t info;
+    agg_status_t st = agg_request_wait(req);
+
+    agg_request_info(req, &info);
+    agg_request_free(req);
+    if (st == AGG_OK && coll < AGG_COLL__COUNT) {
+        shim_count(coll, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT,
+                   info.why_llt == AGG_ERR_SAT_LOCK_BUSY ? SHIM_WHY_LOCK : SHIM_WHY_NONE);
+    }
+    return st;
+}
+
+int shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
+                    MPI_Request *request)
 {
     shim_req_t *sr = calloc(1, sizeof(*sr));
-    agg_status_t st;
+    agg_request_info_t info;
 
-    if (sr == NULL) {
-        return MPI_ERR_NO_MEM;
-    }
-    st = agg_iallreduce(sc->agg, spec, &sr->agg);
-    if (st != AGG_OK) {
-        free(sr);
-        return MPI_ERR_INTERN;
-    }
-    if (PMPI_Grequest_start(shim_ireq_query, shim_ireq_free, shim_ireq_cancel, sr,
-                            &sr->greq) != MPI_SUCCESS) {
+    if (sr == NULL || PMPI_Grequest_start(shim_ireq_query, shim_ireq_free, shim_ireq_cancel,
+                                          sr, &sr->greq) != MPI_SUCCESS) {
         /* the network has it already: see it through before saying no */
-        agg_request_wait(sr->agg);
-        agg_request_free(sr->agg);
+        agg_request_wait(req);
+        agg_request_free(req);
         free(sr);
         return MPI_ERR_INTERN;
     }
+    agg_request_info(req, &info);
+    shim_count(coll, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, SHIM_WHY_NONE);
+    shim.offloaded_nb++;
+    sr->agg     = req;
+    sr->coll    = coll;
     sr->sc      = sc;
     sr->next    = shim.active;
     shim.active = sr;
@@ -89,10 +101,9 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
     agg_request_free(sr->agg);
     sr->agg = NULL;
     if (st != AGG_OK) {
-        agg_error("non-blocking allreduce failed in the network (%s); reporting "
-                  "MPI_ERR_INTERN", agg_strerror(st));
+        agg_error("non-blocking %s failed in the network (%s); reporting "
+                  "MPI_ERR_INTERN", agg_coll_name(sr->coll), agg_strerror(st));
         sr->error = MPI_ERR_INTERN;
-        shim.fallbacks++;
     }
     /* last: if the program freed the request already, this frees sr */
     PMPI_Grequest_complete(sr->greq);

@@ -539,6 +539,110 @@ static void test_ports_late_duplicate(void **state)
     dp_test_free(c);
 }
 
+/* One member's contribution to a collective other than allreduce. */
+static agg_status_t push_coll(dp_test_seg_t *t, uint32_t m, uint64_t n, uint8_t coll,
+                              uint32_t root, const int32_t *data, uint32_t count, int empty,
+                              uint32_t off, uint32_t len)
+{
+    const agg_dp_member_t *mem = agg_dp_member(t->view.seg, m);
+    agg_dp_contrib_t c = {.n = n, .count = count, .op = AGG_OP_BOR,
+                          .dtype = AGG_DTYPE_INT32, .kind = AGG_DP_KIND_DATA,
+                          .coll = coll, .root = root, .empty = (uint8_t)empty,
+                          .off = off, .len = len, .data = empty ? NULL : data};
+
+    return agg_dp_push(&t->view, mem->leaf, mem->position, &c, &t->drv);
+}
+
+/*
+ * Bcast: only the root adds data, and every member reads it, whichever
+ * member arrives first; allgather: each member's block lands at its place,
+ * also when a whole leaf's members add nothing to a fragment; a barrier is
+ * an empty fragment; members that disagree on the collective or the root, or
+ * a block outside the fragment, fail the fragment.
+ */
+static void test_collectives(void **state)
+{
+    uint32_t leaf[5] = {1, 1, 2, 2, 2};
+    dp_test_seg_t *t = dp_test_tree(2, leaf, 5, 8, 4096, 0);
+    int32_t data[5][15], out[15];
+    uint64_t n = 0;
+    uint32_t m, i, root, first;
+
+    assert_non_null(t);
+    for (m = 0; m < 5; ++m) {
+        for (i = 0; i < 15; ++i) {
+            data[m][i] = (int32_t)(m * 100 + i + 1);
+        }
+    }
+    /* bcast from each root, each member arriving first in turn */
+    for (root = 0; root < 5; ++root) {
+        for (first = 0; first < 5; ++first) {
+            ++n;
+            for (i = 0; i < 5; ++i) {
+                m = (first + i) % 5;
+                assert_int_equal(push_coll(t, m, n, AGG_DP_COLL_BCAST, root, data[m], 15,
+                                           m != root, 0, 0), AGG_OK);
+            }
+            assert_non_null(agg_dp_result(t->view.seg, n));
+            assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_OK);
+            agg_dp_copy_out(agg_dp_result(t->view.seg, n), out);
+            assert_memory_equal(out, data[root], sizeof(out));
+        }
+    }
+    /* allgather: 3 elements per member, in two fragments (9 + 6) */
+    for (first = 0; first < 5; ++first) {
+        uint32_t frag_lo[2] = {0, 9}, frag_n[2] = {9, 6}, f;
+
+        for (f = 0; f < 2; ++f) {
+            ++n;
+            for (i = 0; i < 5; ++i) {
+                uint32_t lo, hi;
+
+                m  = (first + i) % 5;
+                lo = m * 3 > frag_lo[f] ? m * 3 : frag_lo[f];
+                hi = m * 3 + 3 < frag_lo[f] + frag_n[f] ? m * 3 + 3 : frag_lo[f] + frag_n[f];
+                assert_int_equal(push_coll(t, m, n, AGG_DP_COLL_ALLGATHER, 0,
+                                           &data[m][lo - m * 3], frag_n[f], lo >= hi,
+                                           lo - frag_lo[f], hi > lo ? hi - lo : 0), AGG_OK);
+            }
+            assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_OK);
+            agg_dp_copy_out(agg_dp_result(t->view.seg, n), out + frag_lo[f]);
+        }
+        for (i = 0; i < 15; ++i) {
+            assert_int_equal(out[i], data[i / 3][i % 3]);
+        }
+    }
+    /* a part of the result only (reduce-scatter's block, a reduce's root) */
+    agg_dp_copy_out_part(agg_dp_result(t->view.seg, n), 2, 3, out);
+    assert_int_equal(out[0], data[3 + 2 / 3][(9 + 2) % 3]);
+    /* barrier: empty fragments of no elements */
+    ++n;
+    for (m = 0; m < 5; ++m) {
+        assert_null(agg_dp_result(t->view.seg, n));
+        assert_int_equal(push_coll(t, m, n, AGG_DP_COLL_BARRIER, 0, NULL, 0, 1, 0, 0),
+                         AGG_OK);
+    }
+    assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_OK);
+    /* a member with another root, another collective, a block past the end */
+    ++n;
+    for (m = 0; m < 5; ++m) {
+        push_coll(t, m, n, AGG_DP_COLL_BCAST, m == 4 ? 1 : 0, data[m], 15, m != 0, 0, 0);
+    }
+    assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_ERR_DATA_MISMATCH);
+    ++n;
+    for (m = 0; m < 5; ++m) {
+        push_coll(t, m, n, m == 2 ? AGG_DP_COLL_ALLREDUCE : AGG_DP_COLL_REDUCE, 0, data[m],
+                  15, 0, 0, 15);
+    }
+    assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_ERR_DATA_MISMATCH);
+    ++n;
+    for (m = 0; m < 5; ++m) {
+        push_coll(t, m, n, AGG_DP_COLL_ALLGATHER, 0, data[m], 6, 0, m == 1 ? 4 : 0, 3);
+    }
+    assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_ERR_BAD_FRAGMENT);
+    dp_test_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +657,7 @@ int main(void)
         cmocka_unit_test(test_many_children_bitmap),
         cmocka_unit_test(test_ports_late_duplicate),
         cmocka_unit_test(test_progress_during_completion),
+        cmocka_unit_test(test_collectives),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -42,6 +42,11 @@ typedef enum agg_conf_id {
     AGG_CONF_HCOLL_SBGP,           /* HCOLL_SBGP */
     AGG_CONF_HCOLL_BCOL,           /* HCOLL_BCOL */
     AGG_CONF_HCOLL_MAIN_IB,        /* HCOLL_MAIN_IB device:port */
+    AGG_CONF_HCOLL_HYBRID_LB,      /* HCOLL_ALLREDUCE_HYBRID_LB */
+    AGG_CONF_HCOLL_HYBRID_FRAG,    /* HCOLL_HYBRID_AR_LB_FRAG_THRESH */
+    AGG_CONF_GROUP_ALLOC_THRESHOLD, /* SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD */
+    AGG_CONF_SHIM_DISABLE,         /* AGG_SHIM_DISABLE */
+    AGG_CONF_STATS,                /* AGG_STATS */
     /* aggmgr */
     AGG_CONF_AM_TOPOLOGY,          /* AGG_AM_TOPOLOGY ibnetdiscover file, "" = built-in fat tree */
     AGG_CONF_AM_FAT_TREE_LEAVES,

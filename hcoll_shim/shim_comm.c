@@ -1,0 +1,242 @@
+/*
+ * The shim's state of each communicator: a private duplicate for its own
+ * messages (libagg's out-of-band calls, the host algorithms), the host
+ * algorithms' size table, and the group on the tree, made at the first
+ * blocking collective, or after SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_
+ * THRESHOLD of them (only a blocking call may make it: making a group is
+ * collective and blocking, and a program may start non-blocking calls on
+ * different communicators in different orders). The state is made when the
+ * program creates the communicator (MPI_Comm_dup, _split, _create), where
+ * every member is anyway, or at its first blocking collective; it goes with
+ * MPI_Comm_free.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/log.h"
+#include "shim.h"
+
+shim_comm_t *shim_comm_peek(MPI_Comm comm)
+{
+    int flag = 0;
+    void *val;
+
+    if (!shim.on || comm == MPI_COMM_NULL ||
+        PMPI_Comm_get_attr(comm, shim.keyval, &val, &flag) != MPI_SUCCESS || !flag) {
+        return NULL;
+    }
+    return val;
+}
+
+/* Says once per reason at INFO why communicators stay on the host path. */
+static void shim_comm_say(const shim_comm_t *sc, const char *what)
+{
+    static uint64_t said; /* bit per reason already logged */
+    uint64_t bit = 1ull << ((unsigned)sc->why % 64);
+
+    if (sc->rank != 0) {
+        return;
+    }
+    if (!(said & bit)) {
+        said |= bit;
+        agg_info("communicator of %d ranks stays on the host path: %s (said once; the "
+                 "others at SHARP_COLL_LOG_LEVEL=4)", sc->size, what);
+    } else {
+        agg_debug("communicator of %d ranks stays on the host path: %s", sc->size, what);
+    }
+}
+
+/* Makes the communicator's group on the tree; collective over comm. */
+static void shim_comm_make_group(shim_comm_t *sc, MPI_Comm comm)
+{
+    agg_comm_spec_t spec = {.rank = sc->rank, .size = sc->size, .oob_ctx = &sc->pcomm};
+    MPI_Group group, world_group;
+    int *ranks, *world_ranks, i, ok;
+    agg_status_t st;
+
+    sc->state   = SHIM_COMM_HOST;
+    sc->why     = SHIM_WHY_RESOURCES;
+    ranks       = malloc((size_t)sc->size * sizeof(int));
+    world_ranks = malloc((size_t)sc->size * sizeof(int));
+    ok          = ranks != NULL && world_ranks != NULL;
+    /* every member must take the same path, even if one is out of memory */
+    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, sc->pcomm);
+    if (!ok) {
+        free(ranks);
+        free(world_ranks);
+        shim_comm_say(sc, "out of memory");
+        return;
+    }
+    for (i = 0; i < sc->size; ++i) {
+        ranks[i] = i;
+    }
+    PMPI_Comm_group(comm, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    PMPI_Group_translate_ranks(group, sc->size, ranks, world_group, world_ranks);
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world_group);
+    spec.world_ranks = world_ranks;
+    st = agg_comm_init(shim.ctx, &spec, &sc->agg);
+    free(ranks);
+    free(world_ranks);
+    if (st == AGG_OK) {
+        sc->state = SHIM_COMM_READY;
+        sc->why   = SHIM_WHY_NONE;
+        return;
+    }
+    sc->agg = NULL;
+    sc->why = st == AGG_ERR_QUOTA || st == AGG_ERR_NO_RESOURCE ? SHIM_WHY_RESOURCES
+                                                                : SHIM_WHY_NETWORK_ERROR;
+    shim_comm_say(sc, agg_strerror(st));
+}
+
+/* The state of a communicator the shim has not seen yet; collective over comm. */
+static shim_comm_t *shim_comm_new(MPI_Comm comm)
+{
+    shim_comm_t *sc;
+    int inter = 0;
+
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) {
+        return NULL; /* not a communicator: MPI reports it */
+    }
+    sc = calloc(1, sizeof(*sc));
+    if (sc == NULL) {
+        return NULL;
+    }
+    sc->pcomm = MPI_COMM_NULL;
+    sc->state = SHIM_COMM_HOST;
+    PMPI_Comm_rank(comm, &sc->rank);
+    PMPI_Comm_size(comm, &sc->size);
+    if (inter) {
+        /* an intercommunicator's allreduce returns the other group's
+           reduction: not what a group on the tree computes */
+        sc->inter = 1;
+        sc->why   = SHIM_WHY_INTERCOMM;
+        goto out;
+    }
+    PMPI_Comm_dup(comm, &sc->pcomm);
+    shim_host_tune_static(&sc->tune, sc->size);
+    if (shim.dynamic && shim_host_tune_dynamic(&sc->tune, sc->pcomm) != MPI_SUCCESS) {
+        shim_host_tune_static(&sc->tune, sc->size);
+    }
+    if (shim.ctx == NULL) {
+        sc->why = shim.off_why;
+    } else if (shim.level <= 2 && sc->size < shim.np) {
+        sc->why = SHIM_WHY_COMM_SMALL;
+        if (sc->rank == 0) {
+            /* say why the network is not used (users' first complaint about SHARP) */
+            agg_info("communicator of %d ranks stays on the host path: below "
+                     "HCOLL_SHARP_NP=%lld", sc->size, shim.np);
+        }
+    } else {
+        sc->state = SHIM_COMM_LATER;
+        sc->why   = SHIM_WHY_LAZY;
+    }
+out:
+    sc->next   = shim.comms;
+    shim.comms = sc;
+    PMPI_Comm_set_attr(comm, shim.keyval, sc);
+    return sc;
+}
+
+shim_comm_t *shim_comm_get(MPI_Comm comm)
+{
+    shim_comm_t *sc;
+
+    if (!shim.on || comm == MPI_COMM_NULL) {
+        return NULL;
+    }
+    sc = shim_comm_peek(comm);
+    if (sc == NULL) {
+        sc = shim_comm_new(comm);
+    }
+    if (sc != NULL && sc->state == SHIM_COMM_LATER && (long long)sc->calls++ >= shim.lazy) {
+        shim_comm_make_group(sc, comm);
+    }
+    return sc;
+}
+
+void shim_comm_created(MPI_Comm comm)
+{
+    if (shim.on && comm != MPI_COMM_NULL && shim_comm_peek(comm) == NULL) {
+        shim_comm_new(comm);
+    }
+}
+
+shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll)
+{
+    if (sc == NULL) {
+        return shim.ctx != NULL ? SHIM_WHY_LAZY : shim.off_why;
+    }
+    if (sc->state != SHIM_COMM_READY) {
+        return sc->why;
+    }
+    if (coll == AGG_COLL_BARRIER && shim.level < 4) {
+        return SHIM_WHY_LEVEL;
+    }
+    return SHIM_WHY_NONE;
+}
+
+static void shim_comm_forget(shim_comm_t *sc)
+{
+    shim_comm_t **pp;
+
+    for (pp = &shim.comms; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == sc) {
+            *pp = sc->next;
+            break;
+        }
+    }
+}
+
+SHIM_API int MPI_Comm_free(MPI_Comm *comm)
+{
+    shim_comm_t *sc = comm != NULL ? shim_comm_peek(*comm) : NULL;
+
+    if (sc != NULL) {
+        shim_requests_finish(sc);
+        if (sc->agg != NULL) {
+            agg_comm_destroy(sc->agg);
+        }
+        if (sc->pcomm != MPI_COMM_NULL) {
+            PMPI_Comm_free(&sc->pcomm);
+        }
+        PMPI_Comm_delete_attr(*comm, shim.keyval);
+        shim_comm_forget(sc);
+        free(sc->scratch);
+        free(sc);
+    }
+    return PMPI_Comm_free(comm);
+}
+
+SHIM_API int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_dup(comm, newcomm);
+
+    if (rc == MPI_SUCCESS) {
+        /* MPI copies attributes with the copy function of the keyval: ours
+           copies nothing, so the new communicator gets its own state */
+        shim_comm_created(*newcomm);
+    }
+    return rc;
+}
+
+SHIM_API int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_split(comm, color, key, newcomm);
+
+    if (rc == MPI_SUCCESS) {
+        shim_comm_created(*newcomm);
+    }
+    return rc;
+}
+
+SHIM_API int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_create(comm, group, newcomm);
+
+    if (rc == MPI_SUCCESS) {
+        shim_comm_created(*newcomm);
+    }
+    return rc;
+}

@@ -1,0 +1,68 @@
+/*
+ * AGG_STATS=1: where every collective went, printed by rank 0 at
+ * MPI_Finalize, one line per collective the program called:
+ *
+ *   agg_stats: allreduce calls=N llt=N sat=N recursive_doubling=N
+ *              rabenseifner=N ring=N mpi=N[ why: <reason>=N ...]
+ *
+ * (one line). The paths add up to calls; the reasons count the calls that
+ * were not offloaded (and SAT calls the SAT lock sent to the LLT). These
+ * are rank 0's counts: every member of a communicator takes the same path.
+ */
+#include <stdio.h>
+
+#include "shim.h"
+
+static const char *const shim_path_names[SHIM_PATH__COUNT] = {
+    [SHIM_PATH_LLT] = "llt", [SHIM_PATH_SAT] = "sat", [SHIM_PATH_RD] = "recursive_doubling",
+    [SHIM_PATH_RAB] = "rabenseifner", [SHIM_PATH_RING] = "ring", [SHIM_PATH_MPI] = "mpi",
+};
+
+static const char *const shim_why_names[SHIM_WHY__COUNT] = {
+    [SHIM_WHY_NONE] = "none",
+    [SHIM_WHY_OFF] = "off",
+    [SHIM_WHY_TOO_SMALL] = "too_small",
+    [SHIM_WHY_TOO_LARGE] = "too_large",
+    [SHIM_WHY_TYPE] = "type",
+    [SHIM_WHY_OP] = "op",
+    [SHIM_WHY_COMM_SMALL] = "comm_small",
+    [SHIM_WHY_RESOURCES] = "resources",
+    [SHIM_WHY_LOCK] = "lock",
+    [SHIM_WHY_NETWORK_ERROR] = "network_error",
+    [SHIM_WHY_DERIVED] = "derived",
+    [SHIM_WHY_USER_OP] = "user_op",
+    [SHIM_WHY_INTERCOMM] = "intercomm",
+    [SHIM_WHY_LAZY] = "lazy",
+    [SHIM_WHY_LEVEL] = "level",
+    [SHIM_WHY_THREAD] = "thread",
+};
+
+void shim_stats_print(void)
+{
+    char line[1024];
+    int c, p, w, len;
+    unsigned long total;
+
+    for (c = 0; c < AGG_COLL__COUNT; ++c) {
+        for (total = 0, p = 0; p < SHIM_PATH__COUNT; ++p) {
+            total += shim.calls[c][p];
+        }
+        if (total == 0) {
+            continue;
+        }
+        len = snprintf(line, sizeof(line), "agg_stats: %s calls=%lu",
+                       agg_coll_name((agg_coll_type_t)c), total);
+        for (p = 0; p < SHIM_PATH__COUNT; ++p) {
+            len += snprintf(line + len, sizeof(line) - (size_t)len, " %s=%lu",
+                            shim_path_names[p], shim.calls[c][p]);
+        }
+        for (w = 1, p = 0; w < SHIM_WHY__COUNT; ++w) {
+            if (shim.why[c][w] > 0) {
+                len += snprintf(line + len, sizeof(line) - (size_t)len, "%s %s=%lu",
+                                p++ ? "" : " why:", shim_why_names[w], shim.why[c][w]);
+            }
+        }
+        printf("%s\n", line);
+    }
+    fflush(stdout);
+}
