@@ -12,12 +12,16 @@
 #include "agg/log.h"
 #include "shim.h"
 
-/* Where a bcast or allgather of `bytes` (-1: not one contiguous block) goes on sc. */
-static shim_route_t shim_route_data(agg_coll_type_t coll, long long bytes, shim_comm_t *sc,
-                                    shim_why_t *why)
+/*
+ * Where a bcast or allgather of `bytes` of dtype (-1: not one contiguous
+ * block) goes on sc.
+ */
+static shim_route_t shim_route_data(agg_coll_type_t coll, long long bytes, MPI_Datatype dtype,
+                                    shim_comm_t *sc, shim_why_t *why)
 {
     if (bytes < 0) {
-        *why = SHIM_WHY_DERIVED;
+        /* a value-index pair has holes the network would fill */
+        *why = shim_dtype_named(dtype) ? SHIM_WHY_TYPE : SHIM_WHY_DERIVED;
         return SHIM_ROUTE_MPI;
     }
     if (bytes == 0) {
@@ -33,12 +37,13 @@ static shim_route_t shim_route_data(agg_coll_type_t coll, long long bytes, shim_
 }
 
 /*
- * A blocking call's request: waited for and counted. AGG_OK, or the
+ * A blocking call's request (read through req: the post that makes it is
+ * an argument of the same call), waited for and counted. AGG_OK, or the
  * failure every member saw (then logged, and the caller redoes or reports).
  */
-static agg_status_t shim_run(agg_coll_type_t coll, agg_status_t posted, agg_request_t *req)
+static agg_status_t shim_run(agg_coll_type_t coll, agg_status_t posted, agg_request_t **req)
 {
-    agg_status_t st = posted == AGG_OK ? shim_net_wait(coll, req) : posted;
+    agg_status_t st = posted == AGG_OK ? shim_net_wait(coll, *req) : posted;
 
     if (st != AGG_OK) {
         agg_warn("%s failed in the network (%s)", agg_coll_name(coll), agg_strerror(st));
@@ -48,9 +53,9 @@ static agg_status_t shim_run(agg_coll_type_t coll, agg_status_t posted, agg_requ
 
 /* A non-blocking call's request, handed to the program. */
 static int shim_start(shim_comm_t *sc, agg_coll_type_t coll, agg_status_t posted,
-                      agg_request_t *req, MPI_Request *request)
+                      agg_request_t **req, MPI_Request *request)
 {
-    return posted == AGG_OK && shim_ireq_start(sc, coll, req, request) == MPI_SUCCESS;
+    return posted == AGG_OK && shim_ireq_start(sc, coll, *req, request) == MPI_SUCCESS;
 }
 
 /* ---- reduce ------------------------------------------------------------ */
@@ -96,7 +101,7 @@ SHIM_API int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt
     }
     if (r == SHIM_ROUTE_NET) {
         st = agg_ireduce(sc->agg, &spec, &req);
-        st = shim_run(AGG_COLL_REDUCE, st, req);
+        st = shim_run(AGG_COLL_REDUCE, st, &req);
         if (st == AGG_OK) {
             return MPI_SUCCESS;
         }
@@ -125,7 +130,7 @@ SHIM_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype d
     sc = shim_comm_peek(comm);
     if (shim_reduce_route(sbuf, rbuf, count, dtype, op, root, sc, &spec, &why) ==
         SHIM_ROUTE_NET) {
-        if (shim_start(sc, AGG_COLL_REDUCE, agg_ireduce(sc->agg, &spec, &req), req, request)) {
+        if (shim_start(sc, AGG_COLL_REDUCE, agg_ireduce(sc->agg, &spec, &req), &req, request)) {
             return MPI_SUCCESS;
         }
         why = SHIM_WHY_NETWORK_ERROR;
@@ -146,7 +151,7 @@ static shim_route_t shim_bcast_route(void *buf, int count, MPI_Datatype dtype, i
         *why = SHIM_WHY_NONE;
         return SHIM_ROUTE_MPI;
     }
-    r = shim_route_data(AGG_COLL_BCAST, bytes, sc, why);
+    r = shim_route_data(AGG_COLL_BCAST, bytes, dtype, sc, why);
     if (r == SHIM_ROUTE_NET) {
         memset(spec, 0, sizeof(*spec));
         spec->sbuf  = buf;
@@ -171,7 +176,7 @@ SHIM_API int MPI_Bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_C
         sc = shim_comm_get(comm);
     }
     if (shim_bcast_route(buf, count, dtype, root, sc, &spec, &why) == SHIM_ROUTE_NET) {
-        if (shim_run(AGG_COLL_BCAST, agg_ibcast(sc->agg, &spec, &req), req) == AGG_OK) {
+        if (shim_run(AGG_COLL_BCAST, agg_ibcast(sc->agg, &spec, &req), &req) == AGG_OK) {
             return MPI_SUCCESS;
         }
         why = SHIM_WHY_NETWORK_ERROR; /* the root's buffer is intact: MPI redoes it */
@@ -193,7 +198,7 @@ SHIM_API int MPI_Ibcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_
     }
     sc = shim_comm_peek(comm);
     if (shim_bcast_route(buf, count, dtype, root, sc, &spec, &why) == SHIM_ROUTE_NET) {
-        if (shim_start(sc, AGG_COLL_BCAST, agg_ibcast(sc->agg, &spec, &req), req, request)) {
+        if (shim_start(sc, AGG_COLL_BCAST, agg_ibcast(sc->agg, &spec, &req), &req, request)) {
             return MPI_SUCCESS;
         }
         why = SHIM_WHY_NETWORK_ERROR;
@@ -214,8 +219,8 @@ SHIM_API int MPI_Barrier(MPI_Comm comm)
         return PMPI_Barrier(comm);
     }
     sc = shim_comm_get(comm);
-    if (shim_route_data(AGG_COLL_BARRIER, 1, sc, &why) == SHIM_ROUTE_NET) {
-        if (shim_run(AGG_COLL_BARRIER, agg_ibarrier(sc->agg, &req), req) == AGG_OK) {
+    if (shim_route_data(AGG_COLL_BARRIER, 1, MPI_BYTE, sc, &why) == SHIM_ROUTE_NET) {
+        if (shim_run(AGG_COLL_BARRIER, agg_ibarrier(sc->agg, &req), &req) == AGG_OK) {
             return MPI_SUCCESS;
         }
         why = SHIM_WHY_NETWORK_ERROR;
@@ -234,8 +239,8 @@ SHIM_API int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
         return PMPI_Ibarrier(comm, request);
     }
     sc = shim_comm_peek(comm);
-    if (shim_route_data(AGG_COLL_BARRIER, 1, sc, &why) == SHIM_ROUTE_NET) {
-        if (shim_start(sc, AGG_COLL_BARRIER, agg_ibarrier(sc->agg, &req), req, request)) {
+    if (shim_route_data(AGG_COLL_BARRIER, 1, MPI_BYTE, sc, &why) == SHIM_ROUTE_NET) {
+        if (shim_start(sc, AGG_COLL_BARRIER, agg_ibarrier(sc->agg, &req), &req, request)) {
             return MPI_SUCCESS;
         }
         why = SHIM_WHY_NETWORK_ERROR;
@@ -296,7 +301,7 @@ SHIM_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
         }
     }
     if (r == SHIM_ROUTE_NET) {
-        if (shim_run(AGG_COLL_REDUCE_SCATTER, agg_ireduce_scatter(sc->agg, &spec, &req), req) ==
+        if (shim_run(AGG_COLL_REDUCE_SCATTER, agg_ireduce_scatter(sc->agg, &spec, &req), &req) ==
             AGG_OK) {
             return MPI_SUCCESS;
         }
@@ -328,12 +333,12 @@ SHIM_API int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, voi
     if (bytes > 0) {
         sc = shim_comm_get(comm);
     }
-    if (shim_route_data(AGG_COLL_ALLGATHER, bytes, sc, &why) == SHIM_ROUTE_NET) {
+    if (shim_route_data(AGG_COLL_ALLGATHER, bytes, rtype, sc, &why) == SHIM_ROUTE_NET) {
         spec.rbuf  = rbuf;
         spec.bytes = (size_t)bytes;
         spec.sbuf  = sbuf == MPI_IN_PLACE ? (uint8_t *)rbuf + (size_t)bytes * (size_t)sc->rank
                                           : sbuf;
-        if (shim_run(AGG_COLL_ALLGATHER, agg_iallgather(sc->agg, &spec, &req), req) ==
+        if (shim_run(AGG_COLL_ALLGATHER, agg_iallgather(sc->agg, &spec, &req), &req) ==
             AGG_OK) {
             return MPI_SUCCESS;
         }
