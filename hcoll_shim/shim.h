@@ -37,7 +37,6 @@ typedef enum shim_why {
     SHIM_WHY_INTERCOMM,     /* intercommunicator: MPI untouched */
     SHIM_WHY_LAZY,          /* the group comes after SHARP_COLL_NUM_COLL_GROUP_..._THRESHOLD calls */
     SHIM_WHY_LEVEL,         /* barrier offload needs HCOLL_ENABLE_SHARP=4 */
-    SHIM_WHY_THREAD,        /* MPI_THREAD_MULTIPLE without a thread-safe offload */
     SHIM_WHY__COUNT
 } shim_why_t;
 
@@ -90,7 +89,6 @@ typedef struct shim_state {
     agg_context_t *ctx;
     shim_comm_t   *comms;
     shim_req_t    *active;      /* non-blocking requests still in the network */
-    int            progressing; /* shim_progress is on the stack, or the list is being changed */
     int          (*opal_progress)(void);                  /* Open MPI's, when it has one */
     int          (*opal_unregister)(int (*cb)(void));
     int            registered;  /* shim_progress is one of Open MPI's progress callbacks */

@@ -10,11 +10,15 @@
  * every member is anyway, or at its first blocking collective; it goes with
  * MPI_Comm_free.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agg/log.h"
 #include "shim.h"
+
+/* shim.comms: threads make and free communicators at once (MPI_THREAD_MULTIPLE) */
+static pthread_mutex_t shim_comms_lock = PTHREAD_MUTEX_INITIALIZER;
 
 shim_comm_t *shim_comm_peek(MPI_Comm comm)
 {
@@ -37,8 +41,7 @@ static void shim_comm_say(const shim_comm_t *sc, const char *what)
     if (sc->rank != 0) {
         return;
     }
-    if (!(said & bit)) {
-        said |= bit;
+    if (!(__atomic_fetch_or(&said, bit, __ATOMIC_RELAXED) & bit)) {
         agg_info("communicator of %d ranks stays on the host path: %s (said once; the "
                  "others at SHARP_COLL_LOG_LEVEL=4)", sc->size, what);
     } else {
@@ -133,8 +136,10 @@ static shim_comm_t *shim_comm_new(MPI_Comm comm)
         sc->why   = SHIM_WHY_LAZY;
     }
 out:
+    pthread_mutex_lock(&shim_comms_lock);
     sc->next   = shim.comms;
     shim.comms = sc;
+    pthread_mutex_unlock(&shim_comms_lock);
     PMPI_Comm_set_attr(comm, shim.keyval, sc);
     return sc;
 }
@@ -181,12 +186,14 @@ static void shim_comm_forget(shim_comm_t *sc)
 {
     shim_comm_t **pp;
 
+    pthread_mutex_lock(&shim_comms_lock);
     for (pp = &shim.comms; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == sc) {
             *pp = sc->next;
             break;
         }
     }
+    pthread_mutex_unlock(&shim_comms_lock);
 }
 
 SHIM_API int MPI_Comm_free(MPI_Comm *comm)

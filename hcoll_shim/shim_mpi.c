@@ -148,23 +148,6 @@ static void shim_init(int thread_level)
         agg_debug("HCOLL_ENABLE_SHARP=0: every collective on the host path");
         return;
     }
-    {
-        /* Collectives from several threads at once could interleave their
-         * group set-up differently on different ranks: never risk a hang. */
-        int multiple = thread_level == MPI_THREAD_MULTIPLE;
-
-        PMPI_Allreduce(MPI_IN_PLACE, &multiple, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (multiple) {
-            if (shim.world_rank == 0) {
-                agg_warn("HCOLL_ENABLE_SHARP=%d ignored: the program runs with "
-                         "MPI_THREAD_MULTIPLE, which the offload does not support yet; "
-                         "collectives use the host path", shim.level);
-            }
-            shim.off_why = SHIM_WHY_THREAD;
-            shim.level   = 0;
-            return;
-        }
-    }
     PMPI_Comm_dup(MPI_COMM_WORLD, &shim_world_oob);
     {
         MPI_Comm node;
@@ -179,6 +162,9 @@ static void shim_init(int thread_level)
     spec.oob.gather  = shim_oob_gather;
     spec.oob_ctx     = &shim_world_oob;
     spec.progress    = shim_mpi_progress;
+    /* threads may call collectives on different communicators at once; each
+       communicator's group is set up within its own blocking collective */
+    spec.thread_safe = thread_level == MPI_THREAD_MULTIPLE;
     st = agg_context_init(&spec, &shim.ctx);
     if (st == AGG_OK) {
         agg_caps_t caps;

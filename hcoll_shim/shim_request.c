@@ -15,12 +15,45 @@
  * its buffers may already be partly written, so it is never redone as if
  * nothing had happened.
  */
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agg/log.h"
 #include "shim.h"
+
+/*
+ * shim.active belongs to one thread at a time. A thread that has it and is
+ * called back into the shim (MPI's progress, inside a wait of ours) must
+ * keep out of the list it is walking; a progress callback never waits for
+ * another thread's walk (that thread moves the requests on meanwhile).
+ */
+static pthread_mutex_t shim_req_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int    shim_req_owner;
+
+/* 1: taken now (give it back); 0: this thread had it already; -1: busy (try only). */
+static int shim_req_take(int wait)
+{
+    if (shim_req_owner) {
+        return 0;
+    }
+    if (wait) {
+        pthread_mutex_lock(&shim_req_lock);
+    } else if (pthread_mutex_trylock(&shim_req_lock) != 0) {
+        return -1;
+    }
+    shim_req_owner = 1;
+    return 1;
+}
+
+static void shim_req_give(int taken)
+{
+    if (taken == 1) {
+        shim_req_owner = 0;
+        pthread_mutex_unlock(&shim_req_lock);
+    }
+}
 
 static int shim_ireq_query(void *extra, MPI_Status *status)
 {
@@ -67,6 +100,7 @@ int shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
 {
     shim_req_t *sr = calloc(1, sizeof(*sr));
     agg_request_info_t info;
+    int taken;
 
     if (sr == NULL || PMPI_Grequest_start(shim_ireq_query, shim_ireq_free, shim_ireq_cancel,
                                           sr, &sr->greq) != MPI_SUCCESS) {
@@ -78,13 +112,15 @@ int shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
     }
     agg_request_info(req, &info);
     shim_count(coll, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, SHIM_WHY_NONE);
-    shim.offloaded_nb++;
-    sr->agg     = req;
-    sr->coll    = coll;
-    sr->sc      = sc;
-    sr->next    = shim.active;
-    shim.active = sr;
-    *request    = sr->greq;
+    __atomic_fetch_add(&shim.offloaded_nb, 1, __ATOMIC_RELAXED);
+    sr->agg  = req;
+    sr->coll = coll;
+    sr->sc   = sc;
+    *request = sr->greq;
+    taken    = shim_req_take(1);
+    sr->next = shim.active;
+    __atomic_store_n(&shim.active, sr, __ATOMIC_RELEASE);
+    shim_req_give(taken);
     return MPI_SUCCESS;
 }
 
@@ -124,12 +160,15 @@ int shim_progress_for(const MPI_Request *reqs, int n)
 {
     shim_req_t **pp = &shim.active, *sr;
     agg_status_t st;
-    int completed = 0;
+    int completed = 0, taken;
 
-    if (shim.progressing || shim.active == NULL) {
+    if (shim_req_owner || __atomic_load_n(&shim.active, __ATOMIC_ACQUIRE) == NULL) {
         return 0; /* called back from inside itself, through MPI's progress */
     }
-    shim.progressing = 1;
+    taken = shim_req_take(0);
+    if (taken < 0) {
+        return 0; /* another thread is moving them on */
+    }
     while ((sr = *pp) != NULL) {
         /* only a request somebody waits for may time out */
         st = shim_ireq_in(sr, reqs, n) ? agg_request_test(sr->agg) : agg_request_poll(sr->agg);
@@ -141,7 +180,7 @@ int shim_progress_for(const MPI_Request *reqs, int n)
         shim_ireq_done(sr, st);
         completed++;
     }
-    shim.progressing = 0;
+    shim_req_give(taken);
     return completed;
 }
 
@@ -159,9 +198,8 @@ static void shim_ireq_finish(shim_req_t *sr)
 void shim_requests_finish(shim_comm_t *sc)
 {
     shim_req_t **pp = &shim.active, *sr;
-    int outer = shim.progressing;
+    int taken = shim_req_take(1); /* the list changes here: MPI's progress must keep out */
 
-    shim.progressing = 1; /* the list changes here: MPI's progress must keep out */
     while ((sr = *pp) != NULL) {
         if (sr->sc != sc) {
             pp = &sr->next;
@@ -170,19 +208,19 @@ void shim_requests_finish(shim_comm_t *sc)
         *pp = sr->next;
         shim_ireq_finish(sr);
     }
-    shim.progressing = outer;
+    shim_req_give(taken);
 }
 
 void shim_requests_abandon(void)
 {
     shim_req_t *sr;
+    int taken = shim_req_take(1);
 
-    shim.progressing = 1;
     while ((sr = shim.active) != NULL) {
         shim.active = sr->next;
         shim_ireq_finish(sr);
     }
-    shim.progressing = 0;
+    shim_req_give(taken);
 }
 
 /* ---- the wait and test calls ------------------------------------------- */
@@ -195,7 +233,7 @@ void shim_requests_abandon(void)
  */
 static inline int shim_mpi_drives(void)
 {
-    return shim.active == NULL;
+    return __atomic_load_n(&shim.active, __ATOMIC_ACQUIRE) == NULL;
 }
 
 /* Polls until done() says so; libagg's requests and MPI's move on together. */

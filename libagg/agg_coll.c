@@ -115,7 +115,9 @@ static agg_status_t agg__coll_init(agg_comm_t *comm, agg_coll_type_t coll,
     }
     st = agg__check_spec(comm, coll, spec);
     if (st == AGG_OK) {
+        agg__comm_lock(comm);
         st = agg__request_new(comm, coll, spec, req);
+        agg__comm_unlock(comm);
     }
     if (st == AGG_OK) {
         agg__request_plan(*req);
@@ -206,14 +208,11 @@ agg_status_t agg_allreduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
     return agg__coll_init(comm, AGG_COLL_ALLREDUCE, spec, req);
 }
 
-agg_status_t agg_request_post(agg_request_t *req)
+static agg_status_t agg__request_post(agg_request_t *req)
 {
     agg__group_t *grp;
     agg_status_t st;
 
-    if (req == NULL) {
-        return AGG_ERR_INVALID_PARAM;
-    }
     if (req->state != AGG__REQ_INACTIVE && req->state != AGG__REQ_DONE) {
         /* move it on, so that a caller trying again (after a timeout, say)
            sees it drain and may post it then */
@@ -229,6 +228,19 @@ agg_status_t agg_request_post(agg_request_t *req)
     agg__request_start(req, grp);
     agg__comm_progress(req->comm); /* start it: the first fragments leave now */
     return AGG_OK;
+}
+
+agg_status_t agg_request_post(agg_request_t *req)
+{
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    agg__comm_lock(req->comm);
+    st = agg__request_post(req);
+    agg__comm_unlock(req->comm);
+    return st;
 }
 
 agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)

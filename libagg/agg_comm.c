@@ -18,11 +18,16 @@ static void agg__comm_unlink(agg_comm_t *comm)
 {
     agg_comm_t **pp;
 
+    agg__ctx_lock(comm->ctx);
     for (pp = &comm->ctx->comms; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == comm) {
             *pp = comm->next;
-            return;
+            break;
         }
+    }
+    agg__ctx_unlock(comm->ctx);
+    if (comm->ctx->mt) {
+        pthread_mutex_destroy(&comm->lock);
     }
 }
 
@@ -140,10 +145,6 @@ static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t
     size_t len;
     int i;
 
-    st = agg__am_connect(ctx);
-    if (st != AGG_OK) {
-        return st;
-    }
     req = calloc(1, req_len);
     rep = calloc(1, cap);
     if (req == NULL || rep == NULL) {
@@ -164,8 +165,13 @@ static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t
     }
     agg_wire_swap(req, AGG_FMT_GROUP_CREATE, 1);
     agg_wire_swap(ranks, "l", (size_t)spec->size);
-    st = agg_msg_call(ctx->am_fd, AGG_MSG_GROUP_CREATE, req, req_len,
-                      AGG_MSG_GROUP_CREATE_REPLY, rep, cap, &len, ctx->connect_timeout_ms);
+    agg__ctx_lock(ctx); /* one request on the connection at a time */
+    st = agg__am_connect(ctx);
+    if (st == AGG_OK) {
+        st = agg_msg_call(ctx->am_fd, AGG_MSG_GROUP_CREATE, req, req_len,
+                          AGG_MSG_GROUP_CREATE_REPLY, rep, cap, &len, ctx->connect_timeout_ms);
+    }
+    agg__ctx_unlock(ctx);
     free(req);
     if (st == AGG_OK && len == sizeof(agg_msg_status_t)) {
         agg_wire_swap(rep, AGG_FMT_STATUS, 1);
@@ -188,12 +194,14 @@ static agg_status_t agg__group_release(agg_context_t *ctx, uint32_t group_id)
     agg_msg_group_ref_t ref = {.job_id = ctx->job.job_id, .group_id = group_id};
     agg_status_t st;
 
+    agg__ctx_lock(ctx);
     st = agg__am_connect(ctx);
     if (st == AGG_OK) {
         agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
         st = agg_msg_call_status(ctx->am_fd, AGG_MSG_GROUP_DESTROY, &ref, sizeof(ref),
                                  AGG_MSG_GROUP_DESTROY_REPLY, ctx->connect_timeout_ms);
     }
+    agg__ctx_unlock(ctx);
     if (st != AGG_OK) {
         agg_warn("aggmgr did not release group %u: %s", group_id, agg_status_string(st));
     }
@@ -228,16 +236,16 @@ static agg_status_t agg__attach(agg_comm_t *comm, agg__group_t *grp, const agg__
 static void agg__group_log(agg_comm_t *comm, const agg__tree_info_t *ti, int tree_idx)
 {
     agg_context_t *ctx = comm->ctx;
+    int num = __atomic_fetch_add(&ctx->num_groups, 1, __ATOMIC_RELAXED);
 
     if (ctx->world_rank == 0) {
         agg_info("[group#:%d] group id:%x tree idx:%d tree_type:%s rail_idx:0 group size:%d "
                  "quota: (osts:%u user_data_per_ost:%u) mgid: (subnet prefix:0x0 interface "
-                 "id:0x0) mlid:0 depth:%u nodes:%u leaf:0x%016llx", ctx->num_groups,
+                 "id:0x0) mlid:0 depth:%u nodes:%u leaf:0x%016llx", num,
                  comm->group_id, tree_idx, tree_idx ? "SAT" : "LLT", comm->size, ti->osts,
                  tree_idx ? 0 : ti->payload, ti->depth, ti->nodes,
                  (unsigned long long)ti->leaf_guid);
     }
-    ctx->num_groups++;
 }
 
 agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
@@ -259,6 +267,15 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
         local = AGG_ERR_NO_MEMORY;
     } else {
         comm->ctx     = ctx;
+        if (ctx->mt) {
+            /* recursive: MPI's progress, called in a wait, may poll this communicator */
+            pthread_mutexattr_t attr;
+
+            pthread_mutexattr_init(&attr);
+            pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+            pthread_mutex_init(&comm->lock, &attr);
+            pthread_mutexattr_destroy(&attr);
+        }
         comm->rank    = spec->rank;
         comm->size    = spec->size;
         comm->oob_ctx = spec->oob_ctx;
@@ -340,8 +357,10 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
                      "it is asked for again at the first SAT operation", agg_status_string(st));
         }
     }
+    agg__ctx_lock(ctx);
     comm->next = ctx->comms;
     ctx->comms = comm;
+    agg__ctx_unlock(ctx);
     *comm_out  = comm;
     return AGG_OK;
 
@@ -352,6 +371,9 @@ err_detach:
     }
 err_free:
     free(body);
+    if (comm != NULL && ctx->mt) {
+        pthread_mutex_destroy(&comm->lock);
+    }
     free(comm);
     return st;
 }

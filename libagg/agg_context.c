@@ -17,7 +17,7 @@
 
 extern char **environ;
 
-static char agg__last_error[512];
+static __thread char agg__last_error[512]; /* per thread: each reads its own failure */
 
 void agg__set_last_error(const char *fmt, ...)
 {
@@ -259,6 +259,8 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
     ctx->oob        = spec->oob;
     ctx->oob_ctx    = spec->oob_ctx;
     ctx->am_fd      = -1;
+    ctx->mt         = spec->thread_safe != 0;
+    pthread_mutex_init(&ctx->lock, NULL);
     snprintf(err, sizeof(err), "libagg:%d", spec->world_rank);
     agg_log_set_prefix(err);
 
@@ -332,6 +334,7 @@ err_free:
     if (ctx->am_fd >= 0) {
         close(ctx->am_fd);
     }
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return st;
 }
@@ -359,6 +362,7 @@ agg_status_t agg_context_finalize(agg_context_t *ctx)
     if (ctx->am_fd >= 0) {
         close(ctx->am_fd);
     }
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return st;
 }
@@ -395,5 +399,5 @@ agg_status_t agg_caps_query(agg_context_t *ctx, agg_caps_t *caps)
 
 uint64_t agg_context_fragments_sent(const agg_context_t *ctx)
 {
-    return ctx ? ctx->frags_sent : 0;
+    return ctx ? __atomic_load_n(&ctx->frags_sent, __ATOMIC_RELAXED) : 0;
 }

@@ -2,6 +2,8 @@
 #ifndef AGG_INTERNAL_H
 #define AGG_INTERNAL_H
 
+#include <pthread.h>
+
 #include "agg/agg.h"
 #include "agg/conf.h"
 #include "agg/wire.h"
@@ -43,7 +45,9 @@ struct agg_context {
     struct agg_comm *comms;        /* every communicator, so a wait moves them all */
     int           (*progress)(void *arg); /* the caller's progress engine, or NULL */
     void           *progress_arg;
-    uint64_t        frags_sent;
+    uint64_t        frags_sent;    /* atomic */
+    int             mt;            /* thread_safe asked for: the locks below are used */
+    pthread_mutex_t lock;          /* comms list, the aggmgr connection, num_groups */
     /* this rank's own, read once */
     int             rank_progress;
     int             sat_zcopy;
@@ -173,6 +177,7 @@ struct agg_comm {
     int             sat_fallback_logged;
     uint64_t        sat_fallbacks;
     agg__comm_counts_t counts;
+    pthread_mutex_t lock;       /* ctx->mt: requests and progress, recursive */
     struct agg_comm *next;      /* the context's list */
 };
 
@@ -253,7 +258,47 @@ agg_status_t agg__sat_lock_now(agg_comm_t *comm);
 /* Fragments posted, for the counters. */
 static inline void agg__count_sent(agg_context_t *ctx, uint64_t n)
 {
-    ctx->frags_sent += n;
+    __atomic_fetch_add(&ctx->frags_sent, n, __ATOMIC_RELAXED);
+}
+
+/*
+ * Locks when the context is thread-safe (agg_context_spec_t.thread_safe).
+ * A thread holds at most one lock it waited for; any other it only tries
+ * (moving another communicator on while waiting, MPI's progress calling
+ * back into libagg), so two threads never wait for each other.
+ */
+static inline void agg__ctx_lock(agg_context_t *ctx)
+{
+    if (ctx->mt) {
+        pthread_mutex_lock(&ctx->lock);
+    }
+}
+
+static inline void agg__ctx_unlock(agg_context_t *ctx)
+{
+    if (ctx->mt) {
+        pthread_mutex_unlock(&ctx->lock);
+    }
+}
+
+static inline void agg__comm_lock(agg_comm_t *comm)
+{
+    if (comm->ctx->mt) {
+        pthread_mutex_lock(&comm->lock);
+    }
+}
+
+/* 1 when taken (always, in a single-threaded context). */
+static inline int agg__comm_trylock(agg_comm_t *comm)
+{
+    return !comm->ctx->mt || pthread_mutex_trylock(&comm->lock) == 0;
+}
+
+static inline void agg__comm_unlock(agg_comm_t *comm)
+{
+    if (comm->ctx->mt) {
+        pthread_mutex_unlock(&comm->lock);
+    }
 }
 
 #endif

@@ -468,9 +468,6 @@ static int agg__request_stalled(agg_request_t *req, int64_t now)
 /* test (timed) and poll (not): one step of the request's communicator. */
 static agg_status_t agg__request_step(agg_request_t *req, int timed)
 {
-    if (req == NULL) {
-        return AGG_ERR_INVALID_PARAM;
-    }
     if (req->abandoned || req->state == AGG__REQ_INACTIVE) {
         return req->status;
     }
@@ -486,24 +483,49 @@ static agg_status_t agg__request_step(agg_request_t *req, int timed)
 
 agg_status_t agg_request_test(agg_request_t *req)
 {
-    return agg__request_step(req, 1);
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    agg__comm_lock(req->comm);
+    st = agg__request_step(req, 1);
+    agg__comm_unlock(req->comm);
+    return st;
 }
 
 agg_status_t agg_request_poll(agg_request_t *req)
 {
-    return agg__request_step(req, 0);
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    /* a progress engine polls from any thread: never wait for another one here */
+    if (!agg__comm_trylock(req->comm)) {
+        return AGG_INPROGRESS;
+    }
+    st = agg__request_step(req, 0);
+    agg__comm_unlock(req->comm);
+    return st;
 }
 
 static unsigned agg__others_progress(agg_comm_t *comm)
 {
+    agg_context_t *ctx = comm->ctx;
     unsigned steps = 0;
     agg_comm_t *c;
 
-    for (c = comm->ctx->comms; c != NULL; c = c->next) {
-        if (c != comm && c->head != NULL) {
+    if (ctx->mt && pthread_mutex_trylock(&ctx->lock) != 0) {
+        return 0;
+    }
+    for (c = ctx->comms; c != NULL; c = c->next) {
+        if (c != comm && c->head != NULL && agg__comm_trylock(c)) {
             steps += agg__comm_progress(c);
+            agg__comm_unlock(c);
         }
     }
+    agg__ctx_unlock(ctx);
     return steps;
 }
 
@@ -521,16 +543,12 @@ static agg__group_t *agg__wait_group(agg_request_t *req)
     return comm->llt.done_n < comm->llt.next_n ? &comm->llt : NULL;
 }
 
-agg_status_t agg_request_wait(agg_request_t *req)
+static agg_status_t agg__request_wait(agg_request_t *req)
 {
-    agg_comm_t *comm;
+    agg_comm_t *comm = req->comm;
     agg__group_t *grp;
     uint64_t now_ns, mpi_at_ns = agg_time_ns();
 
-    if (req == NULL) {
-        return AGG_ERR_INVALID_PARAM;
-    }
-    comm = req->comm;
     while (req->state != AGG__REQ_DONE && req->state != AGG__REQ_INACTIVE && !req->abandoned) {
         if (agg__comm_progress(comm) > 0) {
             req->seen_ms = 0;
@@ -561,16 +579,34 @@ agg_status_t agg_request_wait(agg_request_t *req)
     return req->status;
 }
 
+agg_status_t agg_request_wait(agg_request_t *req)
+{
+    agg_status_t st;
+
+    if (req == NULL) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    agg__comm_lock(req->comm);
+    st = agg__request_wait(req);
+    agg__comm_unlock(req->comm);
+    return st;
+}
+
 void agg_request_free(agg_request_t *req)
 {
+    agg_comm_t *comm;
+
     if (req == NULL) {
         return;
     }
+    comm = req->comm;
+    agg__comm_lock(comm);
     if (req->state == AGG__REQ_DONE || req->state == AGG__REQ_INACTIVE) {
         agg__request_recycle(req);
     } else {
         req->freed = 1; /* recycled when its last fragment completes */
     }
+    agg__comm_unlock(comm);
 }
 
 void agg_request_info(const agg_request_t *req, agg_request_info_t *info)
@@ -586,7 +622,15 @@ void agg_request_info(const agg_request_t *req, agg_request_info_t *info)
 
 unsigned agg_comm_progress(agg_comm_t *comm)
 {
-    return comm != NULL ? agg__comm_progress(comm) : 0;
+    unsigned steps;
+
+    if (comm == NULL) {
+        return 0;
+    }
+    agg__comm_lock(comm);
+    steps = agg__comm_progress(comm);
+    agg__comm_unlock(comm);
+    return steps;
 }
 
 /* Frees the requests kept for reuse and those still queued (comm teardown). */

@@ -19,10 +19,9 @@ for why in derived intercomm type; do
     case "$line" in *" $why="[1-9]*) ;; *) fail "no allreduce counted as not offloaded for '$why': $line" ;; esac
 done
 
-# MPI_THREAD_MULTIPLE: the offload steps aside (one warning), results right
+# MPI_THREAD_MULTIPLE: offloaded as well (libagg is thread-safe when asked), results right
 run_check threads 2 -x HCOLL_ENABLE_SHARP=3 -- --max-count 257 --world-only --thread-multiple
-[ "$(stat fragments_in "$TMP/threads.stats")" -eq 0 ] || fail "offloaded under MPI_THREAD_MULTIPLE"
-[ "$(grep -c 'MPI_THREAD_MULTIPLE' "$TMP/threads.out")" -eq 1 ] || fail "expected one warning about MPI_THREAD_MULTIPLE"
+[ "$(stat fragments_in "$TMP/threads.stats")" -gt 0 ] || fail "not offloaded under MPI_THREAD_MULTIPLE"
 
 # Out of quota: the job may hold one group. MPI_COMM_WORLD takes it; the
 # split communicators are refused and stay on the host path, still right.

@@ -49,6 +49,14 @@ typedef struct agg_context_spec {
      */
     int           (*progress)(void *arg);
     void           *progress_arg;
+    /*
+     * Non-zero: calls on different communicators of this context may come
+     * from different threads at once (MPI_THREAD_MULTIPLE). Calls on one
+     * communicator are still one at a time, as MPI requires of the
+     * collectives on a communicator; a request may be tested or waited for
+     * from any thread.
+     */
+    int             thread_safe;
 } agg_context_spec_t;
 
 typedef struct agg_context agg_context_t;
