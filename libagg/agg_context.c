@@ -334,6 +334,7 @@ err_free:
     if (ctx->am_fd >= 0) {
         close(ctx->am_fd);
     }
+    agg__rcache_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return st;
@@ -362,6 +363,7 @@ agg_status_t agg_context_finalize(agg_context_t *ctx)
     if (ctx->am_fd >= 0) {
         close(ctx->am_fd);
     }
+    agg__rcache_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
     return st;

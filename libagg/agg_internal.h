@@ -46,6 +46,7 @@ struct agg_context {
     int           (*progress)(void *arg); /* the caller's progress engine, or NULL */
     void           *progress_arg;
     uint64_t        frags_sent;    /* atomic */
+    struct agg__rcache *rcache;    /* registrations (agg_mem.c), made at the first one */
     int             mt;            /* thread_safe asked for: the locks below are used */
     pthread_mutex_t lock;          /* comms list, the aggmgr connection, num_groups */
     /* this rank's own, read once */
@@ -223,6 +224,9 @@ struct agg_request {
     int64_t            waited_ms; /* last timed test or wait */
     agg_request_t     *next;
 };
+
+/* Frees the registration cache (agg_context_finalize). */
+void agg__rcache_free(agg_context_t *ctx);
 
 /* Connects ctx->am_fd to aggmgr if not yet connected. */
 agg_status_t agg__am_connect(agg_context_t *ctx);

@@ -1,7 +1,8 @@
 /*
  * The libagg C API used directly (no shim), with MPI as the out-of-band
  * channel: argument checks, caps, several communicators at once, fragment
- * accounting, and a clean teardown. Run under aggrun.
+ * accounting, every collective, registration, and a clean teardown. Run
+ * under aggrun.
  *
  * Prints "agg_api_check: N passed, M failed" on rank 0.
  */
@@ -311,6 +312,160 @@ static void check_modes(agg_comm_t *ac, MPI_Comm comm, int sat)
     }
 }
 
+/*
+ * The other collectives through libagg, blocking, non-blocking and
+ * persistent, around fragment edges: every member checks its own result,
+ * and the communicator's stats count each call.
+ */
+static void check_colls(agg_comm_t *ac, MPI_Comm comm, size_t payload)
+{
+    size_t counts[3] = {1, payload / 4 + 3, payload + 1}, k, i, bad = 0;
+    agg_comm_stats_t before, after;
+    agg_request_t *req;
+    int crank, csize, root, c;
+
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &csize);
+    CHECK(agg_comm_stats(ac, &before) == AGG_OK);
+    for (k = 0; k < 3; ++k) {
+        size_t n = counts[k];
+        int32_t *in = malloc(n * (size_t)csize * sizeof(int32_t));
+        int32_t *out = malloc(n * (size_t)csize * sizeof(int32_t));
+        uint8_t *bytes = malloc(n * (size_t)csize);
+
+        for (i = 0; i < n * (size_t)csize; ++i) {
+            in[i] = (int32_t)((crank + 1) * (int)(i % 1000 + 1));
+        }
+        for (root = 0; root < csize; root += csize > 2 ? csize - 1 : 1) {
+            agg_reduce_spec_t rs = {.sbuf = in, .rbuf = crank == root ? out : NULL,
+                                    .count = n, .dtype = AGG_DTYPE_INT32, .op = AGG_OP_SUM,
+                                    .root = root};
+            agg_data_spec_t ds = {.sbuf = bytes, .rbuf = bytes, .bytes = n, .root = root};
+
+            memset(out, 0x5a, n * sizeof(int32_t));
+            CHECK(agg_reduce(ac, &rs) == AGG_OK);
+            for (i = 0; crank == root && i < n; ++i) {
+                bad += out[i] != csize * (csize + 1) / 2 * (int32_t)(i % 1000 + 1);
+            }
+            for (i = 0; i < n; ++i) {
+                bytes[i] = crank == root ? (uint8_t)(i * 7 + (size_t)root) : 0xee;
+            }
+            /* non-blocking, then the same again as a persistent request */
+            CHECK(agg_ibcast(ac, &ds, &req) == AGG_OK);
+            CHECK(agg_request_wait(req) == AGG_OK);
+            agg_request_free(req);
+            CHECK(agg_bcast_init(ac, &ds, &req) == AGG_OK);
+            for (c = 0; c < 2; ++c) {
+                CHECK(agg_request_post(req) == AGG_OK);
+                CHECK(agg_request_wait(req) == AGG_OK);
+            }
+            agg_request_free(req);
+            for (i = 0; i < n; ++i) {
+                bad += bytes[i] != (uint8_t)(i * 7 + (size_t)root);
+            }
+        }
+        {
+            agg_reduce_spec_t rs = {.sbuf = in, .rbuf = out, .count = n,
+                                    .dtype = AGG_DTYPE_INT32, .op = AGG_OP_MAX};
+            agg_data_spec_t ds = {.sbuf = bytes + n * (size_t)crank, .rbuf = bytes,
+                                  .bytes = n};
+
+            CHECK(agg_reduce_scatter(ac, &rs) == AGG_OK);
+            for (i = 0; i < n; ++i) {
+                bad += out[i] != csize * (int32_t)((n * (size_t)crank + i) % 1000 + 1);
+            }
+            for (i = 0; i < n; ++i) { /* in place: my block is at its place */
+                bytes[n * (size_t)crank + i] = (uint8_t)(crank * 31 + (int)i);
+            }
+            CHECK(agg_iallgather(ac, &ds, &req) == AGG_OK);
+            CHECK(agg_request_wait(req) == AGG_OK);
+            agg_request_free(req);
+            for (i = 0; i < n * (size_t)csize; ++i) {
+                bad += bytes[i] != (uint8_t)((int)(i / n) * 31 + (int)(i % n));
+            }
+        }
+        free(in);
+        free(out);
+        free(bytes);
+    }
+    CHECK(agg_barrier(ac) == AGG_OK);
+    CHECK(agg_ibarrier(ac, &req) == AGG_OK);
+    CHECK(agg_request_wait(req) == AGG_OK);
+    agg_request_free(req);
+    CHECK(bad == 0);
+    /* the stats count what ran */
+    CHECK(agg_comm_stats(ac, &after) == AGG_OK);
+    CHECK(after.calls[AGG_COLL_BARRIER][0] - before.calls[AGG_COLL_BARRIER][0] == 2);
+    CHECK(after.calls[AGG_COLL_ALLGATHER][0] + after.calls[AGG_COLL_ALLGATHER][1] -
+          before.calls[AGG_COLL_ALLGATHER][0] - before.calls[AGG_COLL_ALLGATHER][1] == 3);
+    CHECK(after.errors[AGG_COLL_BCAST] == before.errors[AGG_COLL_BCAST]);
+    /* arguments: a root out of range, a reduce root without a buffer */
+    {
+        agg_data_spec_t ds = {.sbuf = &c, .rbuf = &c, .bytes = 1, .root = csize};
+        agg_reduce_spec_t rs = {.sbuf = &c, .rbuf = NULL, .count = 1,
+                                .dtype = AGG_DTYPE_INT32, .op = AGG_OP_SUM, .root = crank};
+
+        CHECK(agg_bcast(ac, &ds) == AGG_ERR_INVALID_PARAM);
+        CHECK(agg_reduce(ac, &rs) == AGG_ERR_INVALID_PARAM);
+        CHECK(agg_ibarrier(ac, NULL) == AGG_ERR_INVALID_PARAM);
+        CHECK(strcmp(agg_coll_name(AGG_COLL_REDUCE_SCATTER), "reduce_scatter") == 0);
+    }
+}
+
+/*
+ * Registration: a buffer registered again (or a part of it) is a cache
+ * hit, a deregistered one stays cached, unmapped memory is refused, and a
+ * full cache evicts what nobody holds.
+ */
+static void check_registration(agg_context_t *ctx)
+{
+    static agg_mem_reg_t *held[300];
+    size_t page = 4096, len = 64 * page;
+    uint8_t *buf = aligned_alloc(page, len), *many;
+    agg_mem_reg_t *a, *b;
+    agg_mem_stats_t st;
+    int i, n;
+
+    CHECK(agg_mem_register(ctx, buf, len, AGG_MEM_HOST, &a) == AGG_OK);
+    CHECK(agg_mem_register(ctx, buf + page, 100, AGG_MEM_HOST, &b) == AGG_OK);
+    CHECK(a == b);
+    CHECK(agg_mem_deregister(ctx, b) == AGG_OK);
+    CHECK(agg_mem_deregister(ctx, a) == AGG_OK);
+    CHECK(agg_mem_deregister(ctx, a) == AGG_ERR_INVALID_PARAM); /* not held any more */
+    CHECK(agg_mem_register(ctx, buf, len, AGG_MEM_HOST, &b) == AGG_OK);
+    CHECK(agg_mem_deregister(ctx, b) == AGG_OK);
+    CHECK(agg_mem_stats(ctx, &st) == AGG_OK);
+    CHECK(st.hits == 2 && st.misses == 1 && st.cached == 1 && st.held == 0);
+    CHECK(agg_mem_register(ctx, (void *)8, 100, AGG_MEM_HOST, &b) == AGG_ERR_INVALID_PARAM);
+    CHECK(agg_mem_register(ctx, buf, 0, AGG_MEM_HOST, &b) == AGG_ERR_INVALID_PARAM);
+    CHECK(agg_mem_register(ctx, buf, len, AGG_MEM_CUDA, &b) == AGG_ERR_NOT_SUPPORTED);
+    /* 300 pages held one by one: the cached, unheld buffer above makes room
+       for the 256th; past that every entry is held and the rest are refused */
+    many = aligned_alloc(page, 2 * 300 * page);
+    for (n = 0; n < 300; ++n) {
+        if (agg_mem_register(ctx, many + (size_t)n * 2 * page, 1, AGG_MEM_HOST, &held[n]) !=
+            AGG_OK) {
+            break;
+        }
+    }
+    CHECK(n == 256);
+    CHECK(agg_mem_stats(ctx, &st) == AGG_OK);
+    CHECK(st.evictions == 1 && st.cached == 256 && st.held == 256);
+    for (i = 0; i < n; ++i) {
+        CHECK(agg_mem_deregister(ctx, held[i]) == AGG_OK);
+    }
+    /* once given back they stay cached; a new one evicts the least recently used */
+    CHECK(agg_mem_register(ctx, many + 5 * 2 * page, 8, AGG_MEM_HOST, &a) == AGG_OK);
+    CHECK(a == held[5]);
+    CHECK(agg_mem_register(ctx, buf, len, AGG_MEM_HOST, &b) == AGG_OK);
+    CHECK(agg_mem_stats(ctx, &st) == AGG_OK);
+    CHECK(st.evictions == 2 && st.cached == 256 && st.held == 2);
+    agg_mem_deregister(ctx, a);
+    agg_mem_deregister(ctx, b);
+    free(many);
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     agg_context_spec_t spec = {0};
@@ -395,7 +550,10 @@ int main(int argc, char **argv)
         check_requests(world, oob, sat && agg_comm_has_sat(world));
         check_persistent(world, oob, sat && agg_comm_has_sat(world));
         check_modes(world, oob, sat);
+        check_colls(world, oob, caps.payload_per_ost);
+        check_colls(half, split, caps.payload_per_ost);
     }
+    check_registration(ctx);
 
     CHECK(agg_comm_destroy(half) == AGG_OK);
     /* a new group after one was released */

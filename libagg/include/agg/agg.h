@@ -307,6 +307,30 @@ AGG_API unsigned agg_comm_progress(agg_comm_t *comm);
 /* Whether the communicator has a SAT group (SHARP_COLL_ENABLE_SAT and a SAT flow). */
 AGG_API int agg_comm_has_sat(const agg_comm_t *comm);
 
+/*
+ * Memory registration (SHARP's reg_mr / dereg_mr) with a registration
+ * cache: registering a buffer inside one already registered is a cache hit,
+ * and a deregistered buffer stays cached (up to 256 registrations, least
+ * recently used unheld ones evicted first). Host memory is checked to be
+ * mapped (AGG_ERR_INVALID_PARAM otherwise) and locked in RAM where
+ * RLIMIT_MEMLOCK allows. Registration is optional for the collectives.
+ */
+typedef struct agg_mem_reg agg_mem_reg_t;
+
+typedef struct agg_mem_stats {
+    uint64_t hits;         /* registrations answered from the cache */
+    uint64_t misses;       /* registrations made */
+    uint64_t evictions;    /* cached registrations dropped for room */
+    uint64_t locked_bytes; /* bytes locked in RAM, over all registrations made */
+    uint32_t cached;       /* registrations in the cache now */
+    uint32_t held;         /* of which registered and not yet deregistered */
+} agg_mem_stats_t;
+
+AGG_API agg_status_t agg_mem_register(agg_context_t *ctx, const void *addr, size_t length,
+                                      agg_mem_type_t mem, agg_mem_reg_t **reg);
+AGG_API agg_status_t agg_mem_deregister(agg_context_t *ctx, agg_mem_reg_t *reg);
+AGG_API agg_status_t agg_mem_stats(agg_context_t *ctx, agg_mem_stats_t *stats);
+
 /* Fragments this process has sent through the tree since the context began. */
 AGG_API uint64_t agg_context_fragments_sent(const agg_context_t *ctx);
 
