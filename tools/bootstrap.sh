@@ -23,7 +23,8 @@ ROOT=$(pwd)
 
 PACKAGES=(build-essential cmake pkg-config python3 procps valgrind
           libopenmpi-dev openmpi-bin libconfig-dev libcmocka-dev
-          libibumad-dev libibnetdisc-dev ibsim-utils infiniband-diags)
+          libibumad-dev libibnetdisc-dev ibsim-utils infiniband-diags
+          gfortran python3-mpi4py python3-numpy gnuplot-nox)
 
 install_packages() {
     local missing=() p sudo=()
