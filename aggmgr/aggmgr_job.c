@@ -199,6 +199,7 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     rep->root_guid       = am->topo.nodes[job->tree.nodes[0].topo_node].guid;
     rep->sat_tree_id     = job->sat_tree_id;
     rep->sat_flows       = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_SAT_FLOWS);
+    rep->shared_adapters = job->num_cas < job->world_size;
     agg_info("job %u (key 0x%llx) created for %s pid %u: %u ranks on %u adapters, tree %u%s "
              "root %s depth %d nodes %d, quota osts %u payload %u groups %u",
              job->id, (unsigned long long)job->key, req->host, req->pid, job->world_size,

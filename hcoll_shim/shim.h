@@ -37,6 +37,7 @@ typedef enum shim_why {
     SHIM_WHY_INTERCOMM,     /* intercommunicator: MPI untouched */
     SHIM_WHY_LAZY,          /* the group comes after SHARP_COLL_NUM_COLL_GROUP_..._THRESHOLD calls */
     SHIM_WHY_LEVEL,         /* barrier offload needs HCOLL_ENABLE_SHARP=4 */
+    SHIM_WHY_LEADERS,       /* through node leaders: only blocking allreduce, bcast, barrier */
     SHIM_WHY__COUNT
 } shim_why_t;
 
@@ -56,8 +57,15 @@ typedef struct shim_comm {
     agg_comm_t       *agg;
     shim_host_tune_t  tune;
     unsigned long     calls; /* blocking collectives seen, for the lazy group */
-    void             *scratch; /* in-place reduce-scatter's input copy, grown as needed */
-    size_t            scratch_size;
+    void             *scratch; /* in-place reduce-scatter's input copy, a leader's */
+    size_t            scratch_size; /* partial: grown as needed */
+    /* node leaders (shim_hier.c): `agg` is the leaders' group, on leaders only */
+    int               hier;      /* collectives go through one leader per host */
+    int               leader;    /* this rank is its host's leader */
+    MPI_Comm          node;      /* the members on this host */
+    MPI_Comm          leaders;   /* the leaders (MPI_COMM_NULL elsewhere) */
+    int              *leader_of; /* per rank: its host leader's rank among the leaders */
+    int              *node_rank; /* per rank: its rank on its host */
     struct shim_comm *next;
 } shim_comm_t;
 
@@ -82,6 +90,8 @@ typedef struct shim_state {
     long long      lazy;        /* SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD */
     long long      hybrid_frag; /* HCOLL_ALLREDUCE_HYBRID_LB: fragment bytes, 0 = off */
     int            stats;       /* AGG_STATS */
+    int            sbgp_sm;     /* HCOLL_SBGP has a shared-memory level (basesmuma...) */
+    int            leaders;     /* ... and ranks share adapters: node leaders talk to the tree */
     shim_why_t     off_why;     /* why the network is off for every communicator */
     int            world_rank;
     int            world_size;
@@ -129,6 +139,24 @@ shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbu
 /* An allreduce on the host algorithm sc's table gives; counted with why. */
 int shim_allreduce_host(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
                         MPI_Op op, shim_comm_t *sc, shim_why_t why);
+
+/*
+ * Node leaders (shim_hier.c). shim_hier_setup decides, collectively over
+ * the communicator, whether its collectives go through one leader per host
+ * (shim.leaders and a host with several of its ranks), and sets it up.
+ */
+void shim_hier_setup(shim_comm_t *sc);
+void shim_hier_free(shim_comm_t *sc);
+/* The leaders' group (on leaders); every member gets the same status. */
+agg_status_t shim_hier_group(shim_comm_t *sc);
+int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, int count,
+                        MPI_Datatype dtype, MPI_Op op, const agg_reduce_spec_t *spec);
+int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype dtype, int root,
+                    size_t bytes);
+int shim_hier_barrier(shim_comm_t *sc);
+
+/* sc's scratch buffer of at least `bytes`, or NULL. */
+void *shim_scratch(shim_comm_t *sc, size_t bytes);
 
 /* Prints the AGG_STATS lines (rank 0, MPI_Finalize). */
 void shim_stats_print(void);

@@ -167,6 +167,9 @@ SHIM_API int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype
         r  = shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec,
                                &why);
     }
+    if (r == SHIM_ROUTE_NET && sc->hier) {
+        return shim_hier_allreduce(sc, sbuf, rbuf, count, dtype, op, &spec);
+    }
     if (r == SHIM_ROUTE_NET) {
         st = shim_allreduce_net(sc, &spec);
         if (st == AGG_OK) {
@@ -203,19 +206,23 @@ SHIM_API int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
 {
     agg_reduce_spec_t spec;
     agg_request_t *req;
+    shim_comm_t *sc;
     shim_why_t why;
 
     if (!shim.on) {
         return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
     }
-    if (shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op,
-                          shim_comm_peek(comm), &spec, &why) == SHIM_ROUTE_NET) {
-        if (agg_iallreduce(shim_comm_peek(comm)->agg, &spec, &req) == AGG_OK &&
-            shim_ireq_start(shim_comm_peek(comm), AGG_COLL_ALLREDUCE, req, request) ==
-                MPI_SUCCESS) {
+    sc = shim_comm_peek(comm);
+    if (shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec, &why) ==
+        SHIM_ROUTE_NET) {
+        if (sc->hier) {
+            why = SHIM_WHY_LEADERS; /* the leaders' steps block */
+        } else if (agg_iallreduce(sc->agg, &spec, &req) == AGG_OK &&
+                   shim_ireq_start(sc, AGG_COLL_ALLREDUCE, req, request) == MPI_SUCCESS) {
             return MPI_SUCCESS;
+        } else {
+            why = SHIM_WHY_NETWORK_ERROR;
         }
-        why = SHIM_WHY_NETWORK_ERROR;
     }
     shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
     return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);

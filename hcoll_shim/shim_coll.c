@@ -168,6 +168,7 @@ SHIM_API int MPI_Bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_C
     agg_request_t *req = NULL;
     shim_comm_t *sc = NULL;
     shim_why_t why = SHIM_WHY_DERIVED;
+    shim_route_t r;
 
     if (!shim.on) {
         return PMPI_Bcast(buf, count, dtype, root, comm);
@@ -175,7 +176,11 @@ SHIM_API int MPI_Bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_C
     if (shim_dtype_bytes(dtype, count) > 0) {
         sc = shim_comm_get(comm);
     }
-    if (shim_bcast_route(buf, count, dtype, root, sc, &spec, &why) == SHIM_ROUTE_NET) {
+    r = shim_bcast_route(buf, count, dtype, root, sc, &spec, &why);
+    if (r == SHIM_ROUTE_NET && sc->hier) {
+        return shim_hier_bcast(sc, buf, count, dtype, root, spec.bytes);
+    }
+    if (r == SHIM_ROUTE_NET) {
         if (shim_run(AGG_COLL_BCAST, agg_ibcast(sc->agg, &spec, &req), &req) == AGG_OK) {
             return MPI_SUCCESS;
         }
@@ -192,12 +197,16 @@ SHIM_API int MPI_Ibcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_
     agg_request_t *req = NULL;
     shim_comm_t *sc;
     shim_why_t why;
+    shim_route_t r;
 
     if (!shim.on) {
         return PMPI_Ibcast(buf, count, dtype, root, comm, request);
     }
     sc = shim_comm_peek(comm);
-    if (shim_bcast_route(buf, count, dtype, root, sc, &spec, &why) == SHIM_ROUTE_NET) {
+    r = shim_bcast_route(buf, count, dtype, root, sc, &spec, &why);
+    if (r == SHIM_ROUTE_NET && sc->hier) {
+        why = SHIM_WHY_LEADERS; /* the leaders' steps block */
+    } else if (r == SHIM_ROUTE_NET) {
         if (shim_start(sc, AGG_COLL_BCAST, agg_ibcast(sc->agg, &spec, &req), &req, request)) {
             return MPI_SUCCESS;
         }
@@ -214,12 +223,17 @@ SHIM_API int MPI_Barrier(MPI_Comm comm)
     agg_request_t *req = NULL;
     shim_comm_t *sc;
     shim_why_t why;
+    shim_route_t r;
 
     if (!shim.on) {
         return PMPI_Barrier(comm);
     }
     sc = shim_comm_get(comm);
-    if (shim_route_data(AGG_COLL_BARRIER, 1, MPI_BYTE, sc, &why) == SHIM_ROUTE_NET) {
+    r = shim_route_data(AGG_COLL_BARRIER, 1, MPI_BYTE, sc, &why);
+    if (r == SHIM_ROUTE_NET && sc->hier) {
+        return shim_hier_barrier(sc);
+    }
+    if (r == SHIM_ROUTE_NET) {
         if (shim_run(AGG_COLL_BARRIER, agg_ibarrier(sc->agg, &req), &req) == AGG_OK) {
             return MPI_SUCCESS;
         }
@@ -234,12 +248,16 @@ SHIM_API int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
     agg_request_t *req = NULL;
     shim_comm_t *sc;
     shim_why_t why;
+    shim_route_t r;
 
     if (!shim.on) {
         return PMPI_Ibarrier(comm, request);
     }
     sc = shim_comm_peek(comm);
-    if (shim_route_data(AGG_COLL_BARRIER, 1, MPI_BYTE, sc, &why) == SHIM_ROUTE_NET) {
+    r = shim_route_data(AGG_COLL_BARRIER, 1, MPI_BYTE, sc, &why);
+    if (r == SHIM_ROUTE_NET && sc->hier) {
+        why = SHIM_WHY_LEADERS; /* the leaders' steps block */
+    } else if (r == SHIM_ROUTE_NET) {
         if (shim_start(sc, AGG_COLL_BARRIER, agg_ibarrier(sc->agg, &req), &req, request)) {
             return MPI_SUCCESS;
         }
@@ -250,21 +268,6 @@ SHIM_API int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 }
 
 /* ---- reduce-scatter (block) and allgather ------------------------------ */
-
-/* sc's scratch buffer of at least `bytes`, or NULL. */
-static void *shim_scratch(shim_comm_t *sc, size_t bytes)
-{
-    if (sc->scratch_size < bytes) {
-        void *p = realloc(sc->scratch, bytes);
-
-        if (p == NULL) {
-            return NULL;
-        }
-        sc->scratch      = p;
-        sc->scratch_size = bytes;
-    }
-    return sc->scratch;
-}
 
 SHIM_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                       MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)

@@ -49,6 +49,21 @@ static void shim_comm_say(const shim_comm_t *sc, const char *what)
     }
 }
 
+/* The outcome of making a group, the same on every member. */
+static void shim_comm_group_made(shim_comm_t *sc, agg_status_t st)
+{
+    if (st == AGG_OK) {
+        sc->state = SHIM_COMM_READY;
+        sc->why   = SHIM_WHY_NONE;
+        return;
+    }
+    sc->state = SHIM_COMM_HOST;
+    sc->agg   = NULL;
+    sc->why   = st == AGG_ERR_QUOTA || st == AGG_ERR_NO_RESOURCE ? SHIM_WHY_RESOURCES
+                                                                  : SHIM_WHY_NETWORK_ERROR;
+    shim_comm_say(sc, agg_strerror(st));
+}
+
 /* Makes the communicator's group on the tree; collective over comm. */
 static void shim_comm_make_group(shim_comm_t *sc, MPI_Comm comm)
 {
@@ -57,6 +72,10 @@ static void shim_comm_make_group(shim_comm_t *sc, MPI_Comm comm)
     int *ranks, *world_ranks, i, ok;
     agg_status_t st;
 
+    if (sc->hier) {
+        shim_comm_group_made(sc, shim_hier_group(sc));
+        return;
+    }
     sc->state   = SHIM_COMM_HOST;
     sc->why     = SHIM_WHY_RESOURCES;
     ranks       = malloc((size_t)sc->size * sizeof(int));
@@ -82,15 +101,7 @@ static void shim_comm_make_group(shim_comm_t *sc, MPI_Comm comm)
     st = agg_comm_init(shim.ctx, &spec, &sc->agg);
     free(ranks);
     free(world_ranks);
-    if (st == AGG_OK) {
-        sc->state = SHIM_COMM_READY;
-        sc->why   = SHIM_WHY_NONE;
-        return;
-    }
-    sc->agg = NULL;
-    sc->why = st == AGG_ERR_QUOTA || st == AGG_ERR_NO_RESOURCE ? SHIM_WHY_RESOURCES
-                                                                : SHIM_WHY_NETWORK_ERROR;
-    shim_comm_say(sc, agg_strerror(st));
+    shim_comm_group_made(sc, st);
 }
 
 /* The state of a communicator the shim has not seen yet; collective over comm. */
@@ -106,7 +117,9 @@ static shim_comm_t *shim_comm_new(MPI_Comm comm)
     if (sc == NULL) {
         return NULL;
     }
-    sc->pcomm = MPI_COMM_NULL;
+    sc->pcomm   = MPI_COMM_NULL;
+    sc->node    = MPI_COMM_NULL;
+    sc->leaders = MPI_COMM_NULL;
     sc->state = SHIM_COMM_HOST;
     PMPI_Comm_rank(comm, &sc->rank);
     PMPI_Comm_size(comm, &sc->size);
@@ -134,6 +147,9 @@ static shim_comm_t *shim_comm_new(MPI_Comm comm)
     } else {
         sc->state = SHIM_COMM_LATER;
         sc->why   = SHIM_WHY_LAZY;
+        if (shim.leaders) {
+            shim_hier_setup(sc);
+        }
     }
 out:
     pthread_mutex_lock(&shim_comms_lock);
@@ -179,7 +195,25 @@ shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll)
     if (coll == AGG_COLL_BARRIER && shim.level < 4) {
         return SHIM_WHY_LEVEL;
     }
+    if (sc->hier && coll != AGG_COLL_ALLREDUCE && coll != AGG_COLL_BCAST &&
+        coll != AGG_COLL_BARRIER) {
+        return SHIM_WHY_LEADERS;
+    }
     return SHIM_WHY_NONE;
+}
+
+void *shim_scratch(shim_comm_t *sc, size_t bytes)
+{
+    if (sc->scratch_size < bytes) {
+        void *p = realloc(sc->scratch, bytes);
+
+        if (p == NULL) {
+            return NULL;
+        }
+        sc->scratch      = p;
+        sc->scratch_size = bytes;
+    }
+    return sc->scratch;
 }
 
 static void shim_comm_forget(shim_comm_t *sc)
@@ -205,6 +239,7 @@ SHIM_API int MPI_Comm_free(MPI_Comm *comm)
         if (sc->agg != NULL) {
             agg_comm_destroy(sc->agg);
         }
+        shim_hier_free(sc);
         if (sc->pcomm != MPI_COMM_NULL) {
             PMPI_Comm_free(&sc->pcomm);
         }

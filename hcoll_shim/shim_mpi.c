@@ -85,7 +85,7 @@ static void shim_progress_hook(void)
  */
 static void shim_settings(void)
 {
-    enum { ENABLE, NP, MAX, LARGE, DYNAMIC, LAZY, HYBRID, FRAG, DISABLE, STATS, N };
+    enum { ENABLE, NP, MAX, LARGE, DYNAMIC, LAZY, HYBRID, FRAG, DISABLE, STATS, SBGP, N };
     long long mine[N] = {0}, root[N];
     agg_conf_t conf;
     char err[512];
@@ -105,6 +105,8 @@ static void shim_settings(void)
         mine[FRAG]    = agg_conf_int(&conf, AGG_CONF_HCOLL_HYBRID_FRAG);
         mine[DISABLE] = agg_conf_int(&conf, AGG_CONF_SHIM_DISABLE);
         mine[STATS]   = agg_conf_int(&conf, AGG_CONF_STATS);
+        /* a shared-memory level in HCOLL's hierarchy: ranks of a host may elect a leader */
+        mine[SBGP]    = strstr(agg_conf_str(&conf, AGG_CONF_HCOLL_SBGP), "basesm") != NULL;
         if (shim.world_rank == 0) {
             agg_conf_check_env(environ, shim_warn_env, NULL);
         }
@@ -125,6 +127,7 @@ static void shim_settings(void)
     shim.hybrid_frag = root[HYBRID] ? root[FRAG] : 0;
     shim.on          = !root[DISABLE];
     shim.stats       = (int)root[STATS];
+    shim.sbgp_sm     = (int)root[SBGP];
 }
 
 static void shim_init(int thread_level)
@@ -172,6 +175,7 @@ static void shim_init(int thread_level)
         /* "large" is what libagg (rank 0's settings) sends to SAT */
         agg_caps_query(shim.ctx, &caps);
         shim.large_bytes = (long long)caps.sat_threshold;
+        shim.leaders     = shim.sbgp_sm && (caps.features & AGG_FEATURE_SHARED_ADAPTER);
         shim_progress_hook();
         /*
          * MPI_COMM_WORLD's state and group now, while every rank is here
@@ -251,6 +255,8 @@ SHIM_API int MPI_Finalize(void)
             agg_comm_abandon(sc->agg);
         }
         free(sc->scratch);
+        free(sc->leader_of);
+        free(sc->node_rank);
         free(sc);
     }
     if (shim.ctx != NULL) {

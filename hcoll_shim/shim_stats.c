@@ -34,6 +34,7 @@ static const char *const shim_why_names[SHIM_WHY__COUNT] = {
     [SHIM_WHY_INTERCOMM] = "intercomm",
     [SHIM_WHY_LAZY] = "lazy",
     [SHIM_WHY_LEVEL] = "level",
+    [SHIM_WHY_LEADERS] = "leaders",
 };
 
 void shim_stats_print(void)

@@ -392,7 +392,8 @@ agg_status_t agg_caps_query(agg_context_t *ctx, agg_caps_t *caps)
     caps->osts_per_group  = ctx->alike.osts_per_group;
     caps->tree_depth      = ctx->job.tree_depth;
     caps->features        = AGG_FEATURE_LLT | AGG_FEATURE_REPRODUCIBLE |
-                            (ctx->job.sat_tree_id ? AGG_FEATURE_SAT | AGG_FEATURE_SAT_LOCK : 0);
+                            (ctx->job.sat_tree_id ? AGG_FEATURE_SAT | AGG_FEATURE_SAT_LOCK : 0) |
+                            (ctx->job.shared_adapters ? AGG_FEATURE_SHARED_ADAPTER : 0);
     caps->sat_chunk       = ctx->alike.sat_chunk;
     caps->sat_threshold   = ctx->alike.sat_threshold;
     caps->colls           = (1u << AGG_COLL__COUNT) - 1;

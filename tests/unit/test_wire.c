@@ -169,8 +169,10 @@ DEFINE_LAYOUT(job_create, agg_msg_job_create_t, 168, JOB_CREATE_LAYOUT)
     X(agg_msg_job_create_reply_t, max_groups, 28, 4)                           \
     X(agg_msg_job_create_reply_t, root_guid, 32, 8)                            \
     X(agg_msg_job_create_reply_t, sat_tree_id, 40, 4)                          \
-    X(agg_msg_job_create_reply_t, sat_flows, 44, 4)
-DEFINE_LAYOUT(job_create_reply, agg_msg_job_create_reply_t, 48,
+    X(agg_msg_job_create_reply_t, sat_flows, 44, 4)                            \
+    X(agg_msg_job_create_reply_t, shared_adapters, 48, 4)                      \
+    X(agg_msg_job_create_reply_t, reserved, 52, 4)
+DEFINE_LAYOUT(job_create_reply, agg_msg_job_create_reply_t, 56,
               JOB_CREATE_REPLY_LAYOUT)
 
 #define JOB_REF_LAYOUT(X)                                                      \
@@ -411,7 +413,7 @@ static const struct_pin_t structs[] = {
            AGG_FMT_GROUP_CONFIG_REPLY),
     STRUCT(group_ref, agg_msg_group_ref_t, 16, AGG_FMT_GROUP_REF),
     STRUCT(job_create, agg_msg_job_create_t, 168, AGG_FMT_JOB_CREATE),
-    STRUCT(job_create_reply, agg_msg_job_create_reply_t, 48, AGG_FMT_JOB_CREATE_REPLY),
+    STRUCT(job_create_reply, agg_msg_job_create_reply_t, 56, AGG_FMT_JOB_CREATE_REPLY),
     STRUCT(job_ref, agg_msg_job_ref_t, 8, AGG_FMT_JOB_REF),
     STRUCT(group_create, agg_msg_group_create_t, 24, AGG_FMT_GROUP_CREATE),
     STRUCT(group_create_reply, agg_msg_group_create_reply_t, 16,
@@ -442,7 +444,7 @@ static const struct_pin_t structs[] = {
 
 /* Numbers both ends agree on: magics, versions, lengths, enum values, flag bits. */
 #define CONSTANTS(X)                                                           \
-    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 2)                       \
+    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 3)                       \
     X(AGG_WIRE_MAX_BODY, 1048576) X(AGG_WIRE_NAME_LEN, 64)                     \
     X(AGG_WIRE_EP_ADDR_LEN, 128)                                               \
     X(AGG_PEER_CLIENT, 1) X(AGG_PEER_SIM, 2) X(AGG_PEER_TOOL, 3)               \

@@ -24,7 +24,7 @@
 #include "agg/status.h"
 
 #define AGG_WIRE_MAGIC    0x4147474du /* "AGGM" */
-#define AGG_WIRE_VERSION  2
+#define AGG_WIRE_VERSION  3
 #define AGG_WIRE_MAX_BODY (1u << 20)   /* larger bodies are a protocol error */
 #define AGG_WIRE_NAME_LEN 64
 
@@ -196,6 +196,9 @@ typedef struct agg_msg_job_create_reply {
     uint64_t root_guid;
     uint32_t sat_tree_id;        /* the paired SAT tree; 0 when the job has none */
     uint32_t sat_flows;          /* SAT groups each of its nodes serves at once */
+    uint32_t shared_adapters;    /* 1: some ranks share an adapter (fewer adapters than
+                                    ranks on a host): their host's ranks may elect a leader */
+    uint32_t reserved;
 } agg_msg_job_create_reply_t;
 
 typedef struct agg_msg_job_ref {
@@ -288,7 +291,7 @@ typedef struct agg_msg_stats_reply {
 #define AGG_FMT_GROUP_CONFIG_REPLY "llllllss"
 #define AGG_FMT_GROUP_REF          "llll"
 #define AGG_FMT_JOB_CREATE         "qllllllllss"
-#define AGG_FMT_JOB_CREATE_REPLY   "llllllllqll"
+#define AGG_FMT_JOB_CREATE_REPLY   "llllllllqllll"
 #define AGG_FMT_JOB_REF            "ll"
 #define AGG_FMT_GROUP_CREATE       "llllll"
 #define AGG_FMT_GROUP_CREATE_REPLY "llll"

@@ -81,6 +81,7 @@ typedef struct agg_caps {
 #define AGG_FEATURE_REPRODUCIBLE 0x2u
 #define AGG_FEATURE_SAT          0x4u /* the job has SAT trees */
 #define AGG_FEATURE_SAT_LOCK     0x8u /* exclusive SAT lock per switch */
+#define AGG_FEATURE_SHARED_ADAPTER 0x10u /* some ranks of a host share an adapter */
 
 typedef struct agg_comm_spec {
     int             rank;        /* in the communicator */
