@@ -743,7 +743,7 @@ static void test_formats_match_structs(void **state)
 static void test_hdr_encode_bytes(void **state)
 {
     static const uint8_t want[16] = {0x41, 0x47, 0x47, 0x4d, /* "AGGM" */
-                                     0x00, 0x02,             /* version */
+                                     0x00, 0x03,             /* version */
                                      0x00, 0x09,             /* JOB_CREATE */
                                      0x01, 0x02, 0x03, 0x04, /* length */
                                      0xa1, 0xb2, 0xc3, 0xd4}; /* txid */
@@ -949,7 +949,8 @@ static void test_hdr_decode_checks(void **state)
                      AGG_ERR_PROTOCOL);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 1, 0), AGG_ERR_VERSION); /* a version 1 peer */
-    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 3, 0), AGG_ERR_VERSION);
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 2, 0), AGG_ERR_VERSION); /* before shared_adapters */
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 4, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0x0100, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(0, AGG_WIRE_VERSION, 0), AGG_ERR_PROTOCOL);
     /* a host-order (unswapped) magic is not accepted */
@@ -966,7 +967,7 @@ static void test_hdr_decode_checks(void **state)
 
 static void test_msg_roundtrip(void **state)
 {
-    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x02, 0x00, 0x01,
+    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x03, 0x00, 0x01,
                                          0x00, 0x00, 0x00, 0x48, 0x00, 0x00, 0x00, 0x4d};
     agg_msg_hello_t hello = {.kind = AGG_PEER_SIM, .pid = 31337}, got;
     agg_msg_hdr_t hdr;
