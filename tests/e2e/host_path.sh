@@ -19,6 +19,26 @@ for why in derived intercomm type; do
     case "$line" in *" $why="[1-9]*) ;; *) fail "no allreduce counted as not offloaded for '$why': $line" ;; esac
 done
 
+# The shim's own host algorithms (HCOLL_ENABLE_SHARP=0), tuned by measuring:
+# small allreduces by recursive doubling, large ones by Rabenseifner or ring
+run_check dynamic 3 -x HCOLL_ENABLE_SHARP=0 -x HCOLL_ALLREDUCE_ZCOPY_TUNE=dynamic -x AGG_STATS=1 \
+    -- --max-count 1048576 --world-only
+line=$(grep '^agg_stats: allreduce ' "$TMP/dynamic.out") || fail "no AGG_STATS line for allreduce"
+echo "$line"
+case "$line" in *" recursive_doubling=0 "*) fail "no allreduce by recursive doubling: $line" ;; esac
+case "$line" in *" rabenseifner=0 ring=0 "*) fail "no large allreduce by Rabenseifner or ring: $line" ;; esac
+case "$line" in *" llt=0 sat=0 "*) ;; *) fail "HCOLL_ENABLE_SHARP=0 offloaded: $line" ;; esac
+
+# HCOLL_ALLREDUCE_HYBRID_LB: large allreduces cut into 4 KiB allreduces, all in flight
+run_check hybrid 2 -x HCOLL_ENABLE_SHARP=3 -x HCOLL_ALLREDUCE_HYBRID_LB=1 \
+    -x HCOLL_HYBRID_AR_LB_FRAG_THRESH=4096 -- --max-count 65536 --world-only
+[ "$(stat fragments_in "$TMP/hybrid.stats")" -gt 0 ] || fail "HCOLL_ALLREDUCE_HYBRID_LB: not offloaded"
+
+# AGG_SHIM_DISABLE=1: as if the shim were not there, even when forced on
+run_check disabled 2 -x HCOLL_ENABLE_SHARP=3 -x AGG_SHIM_DISABLE=1 -x AGG_STATS=1 -- --max-count 4099
+[ "$(stat groups_total "$TMP/disabled.stats")" -eq 0 ] || fail "AGG_SHIM_DISABLE=1 still created groups"
+! grep -q '^agg_stats:' "$TMP/disabled.out" || fail "AGG_SHIM_DISABLE=1 still counted calls"
+
 # MPI_THREAD_MULTIPLE: offloaded as well (libagg is thread-safe when asked), results right
 run_check threads 2 -x HCOLL_ENABLE_SHARP=3 -- --max-count 257 --world-only --thread-multiple
 [ "$(stat fragments_in "$TMP/threads.stats")" -gt 0 ] || fail "not offloaded under MPI_THREAD_MULTIPLE"
