@@ -18,6 +18,30 @@ static int shim__int_dtype(int size, int is_signed)
     return -1;
 }
 
+/*
+ * Fortran's named types, which C programs may pass too: as wide as the
+ * Fortran compiler Open MPI was built with made them.
+ */
+static int shim__fortran_dtype(MPI_Datatype d)
+{
+    int size;
+
+    if (d == MPI_DATATYPE_NULL || PMPI_Type_size(d, &size) != MPI_SUCCESS) {
+        return -1; /* a kind this MPI lacks is MPI_DATATYPE_NULL */
+    }
+    if (d == MPI_INTEGER || d == MPI_INTEGER1 || d == MPI_INTEGER2 || d == MPI_INTEGER4 ||
+        d == MPI_INTEGER8) {
+        return shim__int_dtype(size, 1);
+    }
+    if (d == MPI_REAL || d == MPI_REAL4 || d == MPI_DOUBLE_PRECISION || d == MPI_REAL8) {
+        return size == 4 ? AGG_DTYPE_FLOAT32 : size == 8 ? AGG_DTYPE_FLOAT64 : -1;
+    }
+    if (d == MPI_2INTEGER) {
+        return size == 8 ? AGG_DTYPE_INT32_INT32 : -1; /* MINLOC/MAXLOC pairs */
+    }
+    return -1;
+}
+
 int shim_map_dtype(MPI_Datatype d)
 {
     /* value-index pairs (MINLOC/MAXLOC), as MPI lays them out in C */
@@ -72,7 +96,7 @@ int shim_map_dtype(MPI_Datatype d)
     if (d == MPI_UNSIGNED_LONG) {
         return shim__int_dtype(sizeof(unsigned long), 0);
     }
-    return -1;
+    return shim__fortran_dtype(d);
 }
 
 int shim_map_op(MPI_Op op)

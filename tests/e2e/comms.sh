@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Communicators made, used and freed in a loop under the shim: the
+# manager's live groups rise while they are in use and come back to where
+# they started; with SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=2
+# a communicator gets its group only after two collectives on the host path
+# (each use here makes three calls: the third is offloaded).
+. "$(dirname "$0")/lib.sh"
+
+run() { # name np [mpirun args...]
+    local name=$1 np=$2
+    shift 2
+    "$BIN/aggrun" --stats-file "$TMP/$name.stats" -- "${MPIRUN[@]}" -np "$np" \
+        -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 -x AGG_STATS=1 "$@" \
+        "$BIN/comm_loop" "$BIN/agg_info" 20 >"$TMP/$name.out" 2>&1 ||
+        { cat "$TMP/$name.out"; fail "$name: comm_loop failed"; }
+    expect_clean "$TMP/$name.out" comm_loop "$name: wrong results or groups left behind"
+    grep -E "^comm_loop: live" "$TMP/$name.out"
+}
+
+run loop3 3
+run loop4 4
+[ "$(stat groups_total "$TMP/loop4.stats")" -gt 40 ] || fail "expected a group per communicator and loop"
+
+run lazy 3 -x SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=2
+grep -qE "^agg_stats: allreduce .* why: .*lazy=[1-9]" "$TMP/lazy.out" ||
+    { grep agg_stats "$TMP/lazy.out"; fail "no collective counted as waiting for its lazy group"; }
+line=$(grep "^agg_stats: allreduce " "$TMP/lazy.out")
+case "$line" in *" llt=0 "*) fail "lazy groups: the third allreduce on a communicator was not offloaded: $line" ;; esac
+check_clean "$TMP"/*
+echo "PASS"
