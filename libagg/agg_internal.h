@@ -253,6 +253,18 @@ agg_status_t agg__request_new(agg_comm_t *comm, agg_coll_type_t coll,
 /* Posts an inactive or completed request to grp, behind the ones posted before it. */
 void agg__request_start(agg_request_t *req, agg__group_t *grp);
 
+/* The window entry of fragment n. */
+static inline agg__frag_t *agg__ring(agg__group_t *grp, uint64_t n)
+{
+    return &grp->ring[agg_seq_slot(n, grp->window)];
+}
+
+/*
+ * Gives up on a request (it timed out): the caller may reuse its buffers at
+ * once; its fragments still go through the tree, failing.
+ */
+void agg__request_abandon(agg_request_t *req, agg_status_t why);
+
 /* Drives every request of the communicator as far as it goes without waiting. */
 unsigned agg__comm_progress(agg_comm_t *comm);
 
