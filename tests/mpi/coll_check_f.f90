@@ -48,7 +48,7 @@ program coll_check_f
         call MPI_Recv(total_failed, 1, MPI_INTEGER, 0, 4713, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
     end if
     call MPI_Finalize()
-    if (total_failed > 0) error stop 1
+    if (total_failed > 0) stop 1
 
 contains
 
