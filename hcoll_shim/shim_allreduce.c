@@ -1,9 +1,10 @@
 /*
  * MPI_Allreduce and MPI_Iallreduce. In the network when it can reduce the
- * type and op on this communicator at this size; otherwise on the shim's
- * own host algorithms (recursive doubling, Rabenseifner, ring: shim_host.c)
- * for any predefined type and commutative op; derived types,
- * non-commutative user ops and intercommunicators go to Open MPI untouched.
+ * type and op on this communicator at this size; when the network cannot be
+ * used (off, a small communicator, too large, no resources, an error) on the
+ * shim's own host algorithms (recursive doubling, Rabenseifner, ring:
+ * shim_host.c); types and ops the tree does not reduce, derived types, user
+ * ops and intercommunicators go to Open MPI untouched.
  * Non-blocking calls are offloaded or handed to Open MPI (the host
  * algorithms block).
  */
@@ -14,10 +15,17 @@
 #include "agg/log.h"
 #include "shim.h"
 
-/* Where a reduction can go, before looking at the communicator. */
+/*
+ * Where a reduction can go, before looking at the communicator: MPI for
+ * derived types and user ops (which only MPI knows how to apply), for
+ * types and ops the tree does not reduce (long double, complex, bool,
+ * MPI_REPLACE: MPI decides whether they are even valid), and for count 0;
+ * else the network, or where it cannot be used the host algorithms, whose
+ * element-wise kernels are the tree's own.
+ */
 shim_route_t shim_route_args(MPI_Datatype dtype, MPI_Op op, int count, shim_why_t *why)
 {
-    int commute = 1;
+    int adt, aop;
 
     *why = SHIM_WHY_NONE;
     if (count <= 0) {
@@ -28,9 +36,18 @@ shim_route_t shim_route_args(MPI_Datatype dtype, MPI_Op op, int count, shim_why_
         *why = SHIM_WHY_DERIVED;
         return SHIM_ROUTE_MPI;
     }
-    if (shim_map_op(op) < 0 &&
-        (PMPI_Op_commutative(op, &commute) != MPI_SUCCESS || !commute)) {
-        *why = SHIM_WHY_USER_OP;
+    aop = shim_map_op(op);
+    if (aop < 0) {
+        *why = op == MPI_REPLACE || op == MPI_NO_OP ? SHIM_WHY_OP : SHIM_WHY_USER_OP;
+        return SHIM_ROUTE_MPI;
+    }
+    adt = shim_map_dtype(dtype);
+    if (adt < 0) {
+        *why = SHIM_WHY_TYPE;
+        return SHIM_ROUTE_MPI;
+    }
+    if (agg_reduce_fn(adt, aop) == NULL) {
+        *why = SHIM_WHY_OP; /* e.g. a bitwise op on floats: MPI reports it */
         return SHIM_ROUTE_MPI;
     }
     return SHIM_ROUTE_NET;
@@ -41,8 +58,8 @@ shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbu
                                agg_reduce_spec_t *spec, shim_why_t *why)
 {
     shim_route_t r = shim_route_args(dtype, op, count, why);
+    int adt = shim_map_dtype(dtype);
     long long bytes;
-    int adt, aop;
 
     if (r != SHIM_ROUTE_NET) {
         return r;
@@ -53,16 +70,6 @@ shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbu
     }
     *why = shim_comm_why(sc, coll);
     if (*why != SHIM_WHY_NONE) {
-        return SHIM_ROUTE_HOST;
-    }
-    adt = shim_map_dtype(dtype);
-    aop = shim_map_op(op);
-    if (adt < 0) {
-        *why = SHIM_WHY_TYPE;
-        return SHIM_ROUTE_HOST;
-    }
-    if (aop < 0 || agg_reduce_fn(adt, aop) == NULL) {
-        *why = SHIM_WHY_OP;
         return SHIM_ROUTE_HOST;
     }
     bytes = (long long)count * (long long)agg_dtype_size(adt);
@@ -76,7 +83,7 @@ shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbu
     spec->rbuf  = rbuf;
     spec->count = (size_t)count;
     spec->dtype = (agg_dtype_t)adt;
-    spec->op    = (agg_op_t)aop;
+    spec->op    = (agg_op_t)shim_map_op(op);
     return SHIM_ROUTE_NET;
 }
 
