@@ -168,6 +168,7 @@ static agg_status_t agg__dp_forward(agg_dp_view_t *v, const agg_dp_node_t *node,
         .kind   = slot->kind,
         .coll   = slot->coll,
         .root   = slot->root,
+        .total  = slot->total,
         .empty  = !(slot->flags & AGG_DP_SLOT_FILLED),
         .status = slot->status,
         .data   = agg_dp_acc(slot),
@@ -221,6 +222,7 @@ static agg_status_t agg__dp_deliver_down(agg_dp_view_t *v, const agg_dp_node_t *
         dst->kind   = slot->kind;
         dst->coll   = slot->coll;
         dst->root   = slot->root;
+        dst->total  = slot->total;
         __atomic_store_n(&dst->done, slot->cur, __ATOMIC_SEQ_CST);
         agg_dp_wake_members(peer->seg);
     }
@@ -342,11 +344,12 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
         slot->kind   = c->kind;
         slot->coll   = c->coll;
         slot->root   = c->root;
+        slot->total  = c->total;
         slot->status = AGG_OK;
         slot->flags  = 0;
     } else if (slot->cur != c->n || slot->count != c->count || slot->op != c->op ||
                slot->dtype != c->dtype || slot->kind != c->kind || slot->coll != c->coll ||
-               slot->root != c->root) {
+               slot->root != c->root || slot->total != c->total) {
         if (slot->status == AGG_OK) {
             slot->status = AGG_ERR_DATA_MISMATCH;
             agg_dp_count(&drv->ctr->errors, 1);
@@ -451,6 +454,7 @@ unsigned agg_dp_scan(agg_dp_view_t *v, uint32_t m, agg_dp_driver_t *drv)
         }
         c = (agg_dp_contrib_t){.n = n, .count = f->count, .op = f->op, .dtype = f->dtype,
                                .kind = f->kind, .coll = f->coll, .root = f->root,
+                               .total = f->total,
                                .empty = (f->flags & AGG_DP_FRAG_EMPTY) != 0, .off = f->off,
                                .len = f->len, .status = AGG_OK};
         if (f->flags & AGG_DP_FRAG_FAILED) {

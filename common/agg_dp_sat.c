@@ -53,7 +53,7 @@ static agg_status_t agg__dp_cma_write(uint32_t pid, uint64_t raddr, const void *
  * first one and needs no widening).
  */
 agg_status_t agg__dp_combine_remote(void *acc, const agg_dp_contrib_t *c, int first,
-                                           agg_dp_driver_t *drv)
+                                    agg_dp_driver_t *drv)
 {
     size_t esize = agg_dtype_size(c->dtype), asize = agg_dtype_acc_size(c->dtype);
     size_t per, done = 0, k;
@@ -153,7 +153,7 @@ void agg__dp_lock_step(agg_dp_view_t *v, agg_dp_slot_t *slot, agg_dp_driver_t *d
  * result written there too, rounded to the wire type on the way.
  */
 agg_status_t agg__dp_deliver_cma(agg_dp_view_t *v, agg_dp_slot_t *slot,
-                                        agg_dp_driver_t *drv)
+                                 agg_dp_driver_t *drv)
 {
     agg_dp_seg_t *s = v->seg;
     size_t esize = agg_dtype_size(slot->dtype), asize = agg_dtype_acc_size(slot->dtype);

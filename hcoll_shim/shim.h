@@ -69,9 +69,24 @@ typedef struct shim_comm {
     struct shim_comm *next;
 } shim_comm_t;
 
+/*
+ * A non-blocking bcast's data in another layout than the program's type
+ * (non-contiguous): packed at the root before it starts, unpacked into the
+ * program's buffer elsewhere when it completes.
+ */
+typedef struct shim_ipack {
+    void        *buf;    /* the packed bytes (freed with the request), or NULL */
+    void        *ubuf;   /* unpack into: NULL for nothing to unpack */
+    int          ucount;
+    MPI_Datatype utype;
+    MPI_Comm     ucomm;
+    int          bytes;
+} shim_ipack_t;
+
 /* A non-blocking collective in the network, behind a generalized MPI request. */
 typedef struct shim_req {
     agg_request_t   *agg;
+    shim_ipack_t     pack;
     MPI_Request      greq;
     shim_comm_t     *sc;
     agg_coll_type_t  coll;
@@ -197,11 +212,13 @@ shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll);
 
 /*
  * Hands a started libagg request to the program as a generalized MPI
- * request that completes with it; MPI_SUCCESS, or an error (the request has
- * then been waited for and freed).
+ * request that completes with it (pack, if not NULL, is unpacked and freed
+ * then). The network has the call already, so it never falls back: without
+ * memory for the generalized request, it waits for the call and hands back
+ * a request that is complete.
  */
-int shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
-                    MPI_Request *request);
+void shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
+                     const shim_ipack_t *pack, MPI_Request *request);
 
 /* Waits for a started libagg request, counts its path (not for AGG_COLL__COUNT), frees it. */
 agg_status_t shim_net_wait(agg_coll_type_t coll, agg_request_t *req);

@@ -89,38 +89,43 @@ shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbu
 
 /*
  * HCOLL_ALLREDUCE_HYBRID_LB: a large allreduce as fragments of
- * hcoll_hybrid_ar_lb_frag_thresh bytes, all posted before any is waited
- * for, so a late member delays only what it has not sent yet.
+ * hcoll_hybrid_ar_lb_frag_thresh bytes, up to 16 posted ahead of the one
+ * waited for, so a late member delays only what it has not sent yet.
  */
+#define SHIM_HYBRID_INFLIGHT 16 /* fragments posted ahead of the oldest one waited for */
+
 static agg_status_t shim_allreduce_frags(shim_comm_t *sc, const agg_reduce_spec_t *spec)
 {
     size_t esize = agg_dtype_size(spec->dtype);
-    size_t per = (size_t)shim.hybrid_frag / esize, n = (spec->count + per - 1) / per, i;
-    agg_request_t **reqs = malloc(n * sizeof(*reqs));
+    size_t per = (size_t)shim.hybrid_frag / esize, n = (spec->count + per - 1) / per;
+    agg_request_t *reqs[SHIM_HYBRID_INFLIGHT];
     agg_status_t st = AGG_OK, rc;
+    size_t posted = 0, done = 0;
 
-    if (reqs == NULL) {
-        return AGG_ERR_NO_MEMORY;
-    }
-    for (i = 0; i < n; ++i) {
-        agg_reduce_spec_t part = *spec;
+    while (done < n) {
+        /* post ahead while there is room; every member posts the same parts */
+        while (posted < n && posted - done < SHIM_HYBRID_INFLIGHT && st == AGG_OK) {
+            agg_reduce_spec_t part = *spec;
+            size_t off = posted * per;
 
-        part.sbuf  = (const uint8_t *)spec->sbuf + i * per * esize;
-        part.rbuf  = (uint8_t *)spec->rbuf + i * per * esize;
-        part.count = spec->count - i * per < per ? spec->count - i * per : per;
-        rc = agg_iallreduce(sc->agg, &part, &reqs[i]);
-        if (rc != AGG_OK) {
-            /* every member fails the same post (same arguments, same state) */
-            st = rc;
-            break;
+            part.sbuf  = (const uint8_t *)spec->sbuf + off * esize;
+            part.rbuf  = (uint8_t *)spec->rbuf + off * esize;
+            part.count = spec->count - off < per ? spec->count - off : per;
+            rc = agg_iallreduce(sc->agg, &part, &reqs[posted % SHIM_HYBRID_INFLIGHT]);
+            if (rc != AGG_OK) {
+                st = rc; /* the arguments: alike on every member */
+                n  = posted;
+                break;
+            }
+            posted++;
+        }
+        if (done < posted) {
+            rc = shim_net_wait(done == 0 ? AGG_COLL_ALLREDUCE : AGG_COLL__COUNT,
+                               reqs[done % SHIM_HYBRID_INFLIGHT]);
+            st = st == AGG_OK ? rc : st;
+            done++;
         }
     }
-    n = i;
-    for (i = 0; i < n; ++i) {
-        rc = shim_net_wait(i == 0 ? AGG_COLL_ALLREDUCE : AGG_COLL__COUNT, reqs[i]);
-        st = st == AGG_OK ? rc : st;
-    }
-    free(reqs);
     return st;
 }
 
@@ -224,11 +229,11 @@ SHIM_API int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
         SHIM_ROUTE_NET) {
         if (sc->hier) {
             why = SHIM_WHY_LEADERS; /* the leaders' steps block */
-        } else if (agg_iallreduce(sc->agg, &spec, &req) == AGG_OK &&
-                   shim_ireq_start(sc, AGG_COLL_ALLREDUCE, req, request) == MPI_SUCCESS) {
+        } else if (agg_iallreduce(sc->agg, &spec, &req) == AGG_OK) {
+            shim_ireq_start(sc, AGG_COLL_ALLREDUCE, req, NULL, request);
             return MPI_SUCCESS;
         } else {
-            why = SHIM_WHY_NETWORK_ERROR;
+            why = SHIM_WHY_NETWORK_ERROR; /* the post fails alike everywhere */
         }
     }
     shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);

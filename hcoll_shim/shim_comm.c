@@ -230,7 +230,8 @@ static void shim_comm_forget(shim_comm_t *sc)
     pthread_mutex_unlock(&shim_comms_lock);
 }
 
-SHIM_API int MPI_Comm_free(MPI_Comm *comm)
+/* The shim's state of a communicator going away (collective, like its group). */
+static void shim_comm_release(MPI_Comm *comm)
 {
     shim_comm_t *sc = comm != NULL ? shim_comm_peek(*comm) : NULL;
 
@@ -248,7 +249,18 @@ SHIM_API int MPI_Comm_free(MPI_Comm *comm)
         free(sc->scratch);
         free(sc);
     }
+}
+
+SHIM_API int MPI_Comm_free(MPI_Comm *comm)
+{
+    shim_comm_release(comm);
     return PMPI_Comm_free(comm);
+}
+
+SHIM_API int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    shim_comm_release(comm);
+    return PMPI_Comm_disconnect(comm);
 }
 
 SHIM_API int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)

@@ -146,8 +146,11 @@ int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, int count
         if (st != AGG_OK) {
             agg_warn("allreduce failed in the network (%s); the leaders complete it on the "
                      "host", agg_strerror(st));
+            int nleaders;
+
+            PMPI_Comm_size(sc->leaders, &nleaders);
             rc = shim_host_allreduce(part, rbuf, count, dtype, op, sc->leaders,
-                                     shim_host_choose(&sc->tune, bytes, sc->size));
+                                     shim_host_choose(&sc->tune, bytes, nleaders));
         }
     } else {
         shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_LLT, SHIM_WHY_NONE);
@@ -159,6 +162,8 @@ int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype dtype, i
                     size_t bytes)
 {
     int lroot = sc->leader_of[root], me = -1, rc = MPI_SUCCESS;
+    /* on the root's host the root itself sends: its buffer is never written */
+    int nroot = lroot == sc->leader_of[sc->rank] ? sc->node_rank[root] : 0;
 
     if (sc->leader) {
         PMPI_Comm_rank(sc->leaders, &me);
@@ -187,7 +192,7 @@ int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype dtype, i
     } else if (rc == MPI_SUCCESS) {
         shim_count(AGG_COLL_BCAST, SHIM_PATH_LLT, SHIM_WHY_NONE);
     }
-    return rc != MPI_SUCCESS ? rc : PMPI_Bcast(buf, count, dtype, 0, sc->node);
+    return rc != MPI_SUCCESS ? rc : PMPI_Bcast(buf, count, dtype, nroot, sc->node);
 }
 
 int shim_hier_barrier(shim_comm_t *sc)

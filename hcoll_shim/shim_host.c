@@ -22,8 +22,9 @@
  */
 #define SHIM_HOST_EAGER_BYTES 4032
 #define SHIM_HOST_SEG_BYTES   (128u << 10)
-#define SHIM_HOST_SMALL_BLOCK (16u << 10) /* total bytes / ranks up to this: eager segments */
-#define SHIM_HOST_DEPTH       2           /* segments in flight per direction */
+#define SHIM_HOST_SMALL_BLOCK (32u << 10) /* messages up to this: eager segments */
+#define SHIM_HOST_DEPTH       2           /* large segments in flight per direction */
+#define SHIM_HOST_DEPTH_MAX   8           /* small ones: all of a block at once */
 
 /* One call: its buffers, type and place in the communicator. */
 typedef struct shim_host_call {
@@ -38,6 +39,7 @@ typedef struct shim_host_call {
     int          size;
     int          rseg;  /* elements per message of a reducing step */
     int          cseg;  /* elements per message of a copying step */
+    int          depth; /* messages in flight per direction in a step */
 } shim_host_call_t;
 
 /* What a step does with the data it receives. */
@@ -49,12 +51,14 @@ typedef enum shim_host_mode {
 
 /*
  * One step's traffic: scnt elements at soff of sbase to dst, rcnt at roff of
- * rbuf from src, in messages of seg elements (both ends of a block must cut
+ * rbase from src, in messages of seg elements (both ends of a block must cut
  * it alike: c->rseg where the receiver reduces, c->cseg where it copies).
+ * A reducing step reduces into rbuf, whatever rbase is.
  */
 typedef struct shim_host_xfer {
     const char *sbase;
     int         soff, scnt, dst;
+    char       *rbase;
     int         roff, rcnt, src;
     int         seg;
 } shim_host_xfer_t;
@@ -137,10 +141,12 @@ static void shim_host_segs(shim_host_call_t *c)
     size_t bytes = (size_t)c->count * c->ext;
     size_t rseg = (size_t)shim_host_knob("SEG_LARGE", SHIM_HOST_SEG_BYTES);
 
-    if (bytes / (size_t)c->size <= (size_t)shim_host_knob("SEG_SWITCH", SHIM_HOST_SMALL_BLOCK)) {
+    if (bytes <= (size_t)shim_host_knob("SEG_SWITCH", SHIM_HOST_SMALL_BLOCK)) {
         rseg = (size_t)shim_host_knob("SEG_SMALL", SHIM_HOST_EAGER_BYTES);
         c->cseg = (int)(rseg / c->ext);
+        c->depth = (int)shim_host_knob("DEPTH_SMALL", SHIM_HOST_DEPTH_MAX);
     } else {
+        c->depth = (int)shim_host_knob("DEPTH_LARGE", SHIM_HOST_DEPTH);
         c->cseg = shim_host_knob("CSEG", 0) ? (int)(shim_host_knob("CSEG", 0) / (long)c->ext) : INT_MAX;
     }
     c->rseg = (int)(rseg / c->ext);
@@ -151,7 +157,7 @@ static void shim_host_segs(shim_host_call_t *c)
 /* Scratch of a step that reduces into rbuf: DEPTH landing slots. */
 static size_t shim_host_slots_len(const shim_host_call_t *c)
 {
-    return SHIM_HOST_DEPTH * (size_t)c->rseg * c->ext;
+    return (size_t)c->depth * (size_t)c->rseg * c->ext;
 }
 
 static int shim_host_nseg(int cnt, int seg)
@@ -188,18 +194,18 @@ static int shim_host_seg_done(const shim_host_call_t *c, shim_host_mode_t mode,
 static int shim_host_step(const shim_host_call_t *c, shim_host_mode_t mode,
                           const shim_host_xfer_t *x, char *slots)
 {
-    MPI_Request sreq[SHIM_HOST_DEPTH], rreq[SHIM_HOST_DEPTH];
-    int seg = x->seg;
+    MPI_Request sreq[SHIM_HOST_DEPTH_MAX], rreq[SHIM_HOST_DEPTH_MAX];
+    int seg = x->seg, d = c->depth;
     int ns = shim_host_nseg(x->scnt, seg), nr = shim_host_nseg(x->rcnt, seg);
     int i, j, k, rc = MPI_SUCCESS;
     char *slot, *in;
 
-    for (j = 0; j < SHIM_HOST_DEPTH; j++) {
+    for (j = 0; j < d; j++) {
         sreq[j] = rreq[j] = MPI_REQUEST_NULL;
     }
-    for (i = 0; rc == MPI_SUCCESS && i < (ns > nr ? ns : nr) + SHIM_HOST_DEPTH; i++) {
-        j    = i % SHIM_HOST_DEPTH;
-        k    = i - SHIM_HOST_DEPTH;
+    for (i = 0; rc == MPI_SUCCESS && i < (ns > nr ? ns : nr) + d; i++) {
+        j    = i % d;
+        k    = i - d;
         slot = slots + (size_t)j * c->rseg * c->ext;
         if (k >= 0 && k < nr) {
             rc = PMPI_Wait(&rreq[j], MPI_STATUS_IGNORE);
@@ -212,7 +218,7 @@ static int shim_host_step(const shim_host_call_t *c, shim_host_mode_t mode,
         }
         if (rc == MPI_SUCCESS && i < nr) {
             in = (mode == SHIM_HOST_REDUCE_ACC) ? slot
-                                                : shim_host_at(c, c->rbuf, x->roff + i * seg);
+                                                : shim_host_at(c, x->rbase, x->roff + i * seg);
             rc = PMPI_Irecv(in, shim_host_seglen(x->rcnt, seg, i), c->dtype, x->src,
                             SHIM_HOST_TAG, c->comm, &rreq[j]);
         }
@@ -228,7 +234,7 @@ static int shim_host_step(const shim_host_call_t *c, shim_host_mode_t mode,
 /* A step that only sends or only receives the whole buffer (the folds). */
 static int shim_host_send_all(const shim_host_call_t *c, const char *base, int dst, int seg)
 {
-    shim_host_xfer_t x = {base, 0, c->count, dst, 0, 0, MPI_PROC_NULL, seg};
+    shim_host_xfer_t x = {base, 0, c->count, dst, NULL, 0, 0, MPI_PROC_NULL, seg};
 
     return shim_host_step(c, SHIM_HOST_COPY, &x, NULL);
 }
@@ -236,7 +242,7 @@ static int shim_host_send_all(const shim_host_call_t *c, const char *base, int d
 static int shim_host_recv_all(const shim_host_call_t *c, shim_host_mode_t mode, int src,
                               char *slots)
 {
-    shim_host_xfer_t x = {NULL, 0, 0, MPI_PROC_NULL, 0, c->count, src,
+    shim_host_xfer_t x = {NULL, 0, 0, MPI_PROC_NULL, c->rbuf, 0, c->count, src,
                           mode == SHIM_HOST_COPY ? c->cseg : c->rseg};
 
     return shim_host_step(c, mode, &x, slots);
@@ -302,59 +308,47 @@ static int shim_host_pof2(int size)
  * Recursive doubling. Both partners of a step compute (lower's op higher's)
  * with the same arguments of PMPI_Reduce_local (inoutbuf = inbuf op
  * inoutbuf), so they hold the same bits after every step. The running value
- * moves between rbuf and scratch instead of being copied back each step.
+ * moves between rbuf and scratch instead of being copied back each step;
+ * only a higher partner starting from a read-only sbuf copies it once.
  */
 static int shim_host_rd(const shim_host_call_t *c)
 {
     size_t bytes = (size_t)c->count * c->ext;
     int pof2 = shim_host_pof2(c->size), rem = c->size - pof2;
-    MPI_Request req[2];
+    shim_host_xfer_t x = {NULL, 0, c->count, 0, NULL, 0, c->count, 0, c->cseg};
     const char *cur;
-    int nr, mask, pnr, peer, rc;
-    char *tmp, *in;
+    int nr, mask, pnr, rc;
+    char *tmp;
 
     tmp = shim_host_scratch(bytes > shim_host_slots_len(c) ? bytes : shim_host_slots_len(c));
     if (tmp == NULL) {
         return MPI_ERR_NO_MEM;
     }
     nr = shim_host_fold_in(c, rem, tmp, &cur, &rc);
-    if (rc != MPI_SUCCESS) {
-        return rc;
-    }
-    for (mask = 1; nr >= 0 && mask < pof2; mask <<= 1) {
-        pnr  = nr ^ mask;
-        peer = shim_host_real(pnr, rem);
-        in   = (cur == tmp) ? c->rbuf : tmp;
-        rc   = PMPI_Irecv(in, c->count, c->dtype, peer, SHIM_HOST_TAG, c->comm, &req[0]);
-        if (rc == MPI_SUCCESS) {
-            rc = PMPI_Isend(cur, c->count, c->dtype, peer, SHIM_HOST_TAG, c->comm, &req[1]);
-        }
+    for (mask = 1; rc == MPI_SUCCESS && nr >= 0 && mask < pof2; mask <<= 1) {
+        pnr     = nr ^ mask;
+        x.dst   = x.src = shim_host_real(pnr, rem);
+        x.sbase = cur;
+        x.rbase = (cur == tmp) ? c->rbuf : tmp;
+        rc      = shim_host_step(c, SHIM_HOST_COPY, &x, NULL);
         if (rc != MPI_SUCCESS) {
-            return rc;
+            break;
         }
-        /* The higher partner reduces into its own data: copy a read-only sbuf while the data flies. */
-        if (pnr < nr && cur != c->rbuf && cur != tmp) {
+        if (nr < pnr) {
+            rc  = PMPI_Reduce_local(cur, x.rbase, c->count, c->dtype, c->op);
+            cur = x.rbase;
+            continue;
+        }
+        if (cur != c->rbuf && cur != tmp) {
             memcpy(c->rbuf, cur, bytes);
             cur = c->rbuf;
         }
-        rc = PMPI_Waitall(2, req, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            return rc;
-        }
-        if (nr < pnr) {
-            rc  = PMPI_Reduce_local(cur, in, c->count, c->dtype, c->op);
-            cur = in;
-        } else {
-            rc = PMPI_Reduce_local(in, (char *)cur, c->count, c->dtype, c->op);
-        }
-        if (rc != MPI_SUCCESS) {
-            return rc;
-        }
+        rc = PMPI_Reduce_local(x.rbase, (char *)cur, c->count, c->dtype, c->op);
     }
-    if (nr >= 0 && cur != c->rbuf) {
+    if (rc == MPI_SUCCESS && nr >= 0 && cur != c->rbuf) {
         memcpy(c->rbuf, cur, bytes);
     }
-    return shim_host_fold_out(c, rem);
+    return rc == MPI_SUCCESS ? shim_host_fold_out(c, rem) : rc;
 }
 
 /*
@@ -375,7 +369,8 @@ static int shim_host_rab(const shim_host_call_t *c)
     if (slots == NULL) {
         return MPI_ERR_NO_MEM;
     }
-    nr = shim_host_fold_in(c, rem, slots, &src, &rc);
+    nr      = shim_host_fold_in(c, rem, slots, &src, &rc);
+    x.rbase = c->rbuf;
     for (mask = pof2 / 2; rc == MPI_SUCCESS && nr >= 0 && mask > 0; mask >>= 1) {
         x.dst  = x.src = shim_host_real(nr ^ mask, rem);
         lo     = nr & ~(2 * mask - 1);
@@ -416,9 +411,10 @@ static int shim_host_ring(const shim_host_call_t *c)
         (slots = shim_host_scratch(shim_host_slots_len(c))) == NULL) {
         return MPI_ERR_NO_MEM;
     }
-    x.dst = (r + 1) % p;
-    x.src = (r + p - 1) % p;
-    x.seg = c->rseg;
+    x.dst   = (r + 1) % p;
+    x.src   = (r + p - 1) % p;
+    x.rbase = c->rbuf;
+    x.seg   = c->rseg;
     for (k = 0; rc == MPI_SUCCESS && k < p - 1; k++) {
         x.sbase = (k == 0) ? c->own : c->rbuf;
         shim_host_range(c->count, p, (r - k + p) % p, 1, &x.soff, &x.scnt);

@@ -95,20 +95,48 @@ agg_status_t shim_net_wait(agg_coll_type_t coll, agg_request_t *req)
     return st;
 }
 
-int shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
-                    MPI_Request *request)
+/* A packed bcast's data into the program's buffer, once it is there. */
+static void shim_ipack_finish(shim_ipack_t *pack, agg_status_t st)
+{
+    int pos = 0;
+
+    if (pack->ubuf != NULL && st == AGG_OK) {
+        PMPI_Unpack(pack->buf, pack->bytes, &pos, pack->ubuf, pack->ucount, pack->utype,
+                    pack->ucomm);
+    }
+    free(pack->buf);
+    pack->buf = NULL;
+}
+
+void shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
+                     const shim_ipack_t *pack, MPI_Request *request)
 {
     shim_req_t *sr = calloc(1, sizeof(*sr));
+    shim_ipack_t none = {0};
     agg_request_info_t info;
     int taken;
 
     if (sr == NULL || PMPI_Grequest_start(shim_ireq_query, shim_ireq_free, shim_ireq_cancel,
                                           sr, &sr->greq) != MPI_SUCCESS) {
-        /* the network has it already: see it through before saying no */
-        agg_request_wait(req);
+        /*
+         * The others have the same call in the network: see it through
+         * here (no other path may take it), then hand back a request that
+         * is complete. Its error, if any, is logged.
+         */
+        agg_status_t st = agg_request_wait(req);
+
         agg_request_free(req);
+        shim_ipack_finish(pack != NULL ? (shim_ipack_t *)pack : &none, st);
         free(sr);
-        return MPI_ERR_INTERN;
+        if (st != AGG_OK) {
+            agg_error("non-blocking %s failed in the network (%s)", agg_coll_name(coll),
+                      agg_strerror(st));
+        }
+        PMPI_Ibarrier(MPI_COMM_SELF, request);
+        return;
+    }
+    if (pack != NULL) {
+        sr->pack = *pack;
     }
     agg_request_info(req, &info);
     shim_count(coll, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, SHIM_WHY_NONE);
@@ -121,7 +149,6 @@ int shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
     sr->next = shim.active;
     __atomic_store_n(&shim.active, sr, __ATOMIC_RELEASE);
     shim_req_give(taken);
-    return MPI_SUCCESS;
 }
 
 /*
@@ -136,6 +163,7 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
 {
     agg_request_free(sr->agg);
     sr->agg = NULL;
+    shim_ipack_finish(&sr->pack, st);
     if (st != AGG_OK) {
         agg_error("non-blocking %s failed in the network (%s); reporting "
                   "MPI_ERR_INTERN", agg_coll_name(sr->coll), agg_strerror(st));

@@ -44,7 +44,8 @@ static agg_status_t agg__check_spec(const agg_comm_t *comm, agg_coll_type_t coll
             return AGG_ERR_INVALID_PARAM;
         }
     }
-    if (!agg__needs(spec->sbuf, coll == AGG_COLL_BCAST && !root ? 0 : spec->count) ||
+    /* bcast reads the root's rbuf; a reduce writes the root's only */
+    if (!agg__needs(spec->sbuf, coll == AGG_COLL_BCAST ? 0 : spec->count) ||
         !agg__needs(spec->rbuf, coll == AGG_COLL_REDUCE && !root ? 0 : spec->count)) {
         return AGG_ERR_INVALID_PARAM;
     }
@@ -59,6 +60,9 @@ static agg_status_t agg__check_spec(const agg_comm_t *comm, agg_coll_type_t coll
                                                   agg_dtype_size(spec->dtype)) {
         return AGG_ERR_INVALID_PARAM;
     }
+    if (agg_dtype_size(spec->dtype) > comm->llt.payload) {
+        return AGG_ERR_NOT_SUPPORTED; /* not one element fits in a fragment */
+    }
     return AGG_OK;
 }
 
@@ -69,6 +73,8 @@ static void agg__request_plan(agg_request_t *req)
     size_t c = sp->count, me = (size_t)req->comm->rank;
     int root = sp->root == req->comm->rank;
 
+    req->src    = sp->sbuf;
+    req->dst    = sp->rbuf;
     req->total  = c;
     req->src_lo = 0;
     req->src_hi = c;
@@ -81,6 +87,7 @@ static void agg__request_plan(agg_request_t *req)
     case AGG_COLL_BCAST:
         req->src_hi = root ? c : 0;
         req->dst_hi = root ? 0 : c; /* the root has it already */
+        req->src    = sp->rbuf;
         break;
     case AGG_COLL_BARRIER:
         req->total = req->src_hi = req->dst_hi = 0;
@@ -100,8 +107,6 @@ static void agg__request_plan(agg_request_t *req)
     default:
         break;
     }
-    req->src = sp->sbuf;
-    req->dst = sp->rbuf;
 }
 
 /* Makes an inactive request for any collective (the _init forms). */
@@ -120,6 +125,9 @@ static agg_status_t agg__coll_init(agg_comm_t *comm, agg_coll_type_t coll,
         agg__comm_unlock(comm);
     }
     if (st == AGG_OK) {
+        if (coll != AGG_COLL_REDUCE && coll != AGG_COLL_BCAST) {
+            (*req)->spec.root = 0; /* the tree compares roots: only theirs count */
+        }
         agg__request_plan(*req);
     }
     return st;

@@ -12,8 +12,6 @@
 #include "agg/log.h"
 #include "agg/sock.h"
 
-void agg__comm_requests_free(agg_comm_t *comm);
-
 static void agg__comm_unlink(agg_comm_t *comm)
 {
     agg_comm_t **pp;
@@ -26,9 +24,18 @@ static void agg__comm_unlink(agg_comm_t *comm)
         }
     }
     agg__ctx_unlock(comm->ctx);
+}
+
+/* Frees what is left of a communicator taken out of the context's list. */
+static void agg__comm_free(agg_comm_t *comm)
+{
+    agg__group_fini(&comm->llt);
+    agg__group_fini(&comm->sat);
+    agg__comm_requests_free(comm);
     if (comm->ctx->mt) {
         pthread_mutex_destroy(&comm->lock);
     }
+    free(comm);
 }
 
 /*
@@ -418,32 +425,30 @@ agg_status_t agg_comm_destroy(agg_comm_t *comm)
     }
     ctx = comm->ctx;
     /* the SAT lock, if held, goes back with the group's SAT part */
+    agg__comm_lock(comm);
     agg__comm_drain(comm);
+    agg__comm_unlock(comm);
+    /* out of the list first: another thread's wait walks it under ctx->lock,
+       so once this returns nobody is moving this communicator on */
+    agg__comm_unlink(comm);
     /* No member may still be reading results when the segment goes. */
     if (ctx->oob.barrier(comm->oob_ctx) != 0) {
         st = AGG_ERR_OOB;
     }
-    agg__group_fini(&comm->llt);
-    agg__group_fini(&comm->sat);
     if (comm->rank == 0) {
         agg_status_t rst = agg__group_release(ctx, comm->group_id);
         if (st == AGG_OK) {
             st = rst;
         }
     }
-    agg__comm_requests_free(comm);
-    agg__comm_unlink(comm);
-    free(comm);
+    agg__comm_free(comm);
     return st;
 }
 
 void agg_comm_abandon(agg_comm_t *comm)
 {
     if (comm != NULL) {
-        agg__group_fini(&comm->llt);
-        agg__group_fini(&comm->sat);
-        agg__comm_requests_free(comm);
         agg__comm_unlink(comm);
-        free(comm);
+        agg__comm_free(comm);
     }
 }

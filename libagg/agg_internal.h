@@ -79,6 +79,7 @@ typedef struct agg_tl_frag {
     uint8_t        coll;    /* agg_dp_coll_t */
     uint8_t        empty;   /* this member adds no data (src unused) */
     uint32_t       root;
+    uint32_t       total;   /* the request's elements (low 32 bits), checked by the tree */
     int32_t        status;  /* not AGG_OK: the member gave up; the fragment fails for all */
     const void    *src;     /* count elements (NULL when count is 0 or status is set); */
     uint32_t       src_off; /*   ALLGATHER: src_len elements, at src_off of the fragment */
@@ -224,6 +225,9 @@ struct agg_request {
     int64_t            waited_ms; /* last timed test or wait */
     agg_request_t     *next;
 };
+
+/* Frees the requests kept for reuse and those still queued (comm teardown). */
+void agg__comm_requests_free(agg_comm_t *comm);
 
 /* Frees the registration cache (agg_context_finalize). */
 void agg__rcache_free(agg_context_t *ctx);

@@ -111,6 +111,13 @@ static agg_status_t agg__rcache_room(agg__rcache_t *rc)
     if (victim == rc->num) {
         return AGG_ERR_NO_RESOURCE; /* every registration is held */
     }
+    for (i = 0; i < rc->num; ++i) {
+        const agg_mem_reg_t *o = rc->regs[i], *v = rc->regs[victim];
+
+        if (i != victim && o->start < v->start + v->length && v->start < o->start + o->length) {
+            rc->regs[victim]->locked = 0; /* mlock does not nest: o still needs its pages */
+        }
+    }
     agg__reg_release(rc->regs[victim]);
     memmove(&rc->regs[victim], &rc->regs[victim + 1],
             (rc->num - victim - 1) * sizeof(rc->regs[0]));
@@ -149,12 +156,13 @@ static agg_status_t agg__reg_new(agg__rcache_t *rc, uintptr_t start, size_t leng
                             (unsigned long)start, length);
         return AGG_ERR_INVALID_PARAM;
     }
-    if (agg__rcache_room(rc) != AGG_OK) {
-        return AGG_ERR_NO_RESOURCE;
-    }
     r = calloc(1, sizeof(*r));
     if (r == NULL) {
         return AGG_ERR_NO_MEMORY;
+    }
+    if (agg__rcache_room(rc) != AGG_OK) {
+        free(r);
+        return AGG_ERR_NO_RESOURCE;
     }
     r->start  = start;
     r->length = length;

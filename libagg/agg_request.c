@@ -68,6 +68,7 @@ static agg__frag_t *agg__assign(agg__group_t *grp, agg_request_t *req, uint8_t k
         e->f.dtype = (uint8_t)req->spec.dtype;
         e->f.coll  = (uint8_t)req->coll;
         e->f.root  = (uint32_t)req->spec.root;
+        e->f.total = (uint32_t)req->total;
     }
     return e;
 }
@@ -472,8 +473,6 @@ unsigned agg_comm_progress(agg_comm_t *comm)
     return steps;
 }
 
-/* Frees the requests kept for reuse and those still queued (comm teardown). */
-void agg__comm_requests_free(agg_comm_t *comm);
 void agg__comm_requests_free(agg_comm_t *comm)
 {
     agg_request_t *r;

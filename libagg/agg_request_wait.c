@@ -98,8 +98,10 @@ static unsigned agg__others_progress(agg_comm_t *comm)
         return 0;
     }
     for (c = ctx->comms; c != NULL; c = c->next) {
-        if (c != comm && c->head != NULL && agg__comm_trylock(c)) {
-            steps += agg__comm_progress(c);
+        if (c != comm && agg__comm_trylock(c)) {
+            if (c->head != NULL) { /* read under its lock: another thread posts there */
+                steps += agg__comm_progress(c);
+            }
             agg__comm_unlock(c);
         }
     }

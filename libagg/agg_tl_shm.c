@@ -177,7 +177,8 @@ static void agg__tl_shm_contrib(const agg_tl_frag_t *f, agg_dp_contrib_t *c)
 {
     *c = (agg_dp_contrib_t){
         .n = f->n, .count = f->count, .op = f->op, .dtype = f->dtype, .kind = f->kind,
-        .coll = f->coll, .root = f->root, .empty = f->empty, .status = f->status,
+        .coll = f->coll, .root = f->root, .total = f->total, .empty = f->empty,
+        .status = f->status,
         .data = f->src, .off = f->src_off, .len = f->src_len,
     };
 }
@@ -195,6 +196,7 @@ static void agg__tl_shm_stage(agg__tl_shm_t *t, const agg_tl_frag_t *f)
     fr->kind  = f->kind;
     fr->coll  = f->coll;
     fr->root  = f->root;
+    fr->total = f->total;
     fr->off   = f->src_off;
     fr->len   = f->src_len;
     fr->flags = 0;

@@ -635,6 +635,17 @@ static void test_collectives(void **state)
                   15, 0, 0, 15);
     }
     assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_ERR_DATA_MISMATCH);
+    /* a member whose whole collective is longer (the same fragment otherwise) */
+    ++n;
+    for (m = 0; m < 5; ++m) {
+        const agg_dp_member_t *mem = agg_dp_member(t->view.seg, m);
+        agg_dp_contrib_t c = {.n = n, .count = 15, .op = AGG_OP_SUM, .dtype = AGG_DTYPE_INT32,
+                              .kind = AGG_DP_KIND_DATA, .total = m == 3 ? 31 : 30,
+                              .data = data[m]};
+
+        agg_dp_push(&t->view, mem->leaf, mem->position, &c, &t->drv);
+    }
+    assert_int_equal(agg_dp_result(t->view.seg, n)->status, AGG_ERR_DATA_MISMATCH);
     ++n;
     for (m = 0; m < 5; ++m) {
         push_coll(t, m, n, AGG_DP_COLL_ALLGATHER, 0, data[m], 6, 0, m == 1 ? 4 : 0, 3);

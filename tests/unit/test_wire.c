@@ -320,7 +320,7 @@ DEFINE_LAYOUT(dp_chan, agg_dp_chan_t, 192, DP_CHAN_LAYOUT)
     X(agg_dp_frag_t, reserved, 41, 3)                                          \
     X(agg_dp_frag_t, off, 44, 4)                                               \
     X(agg_dp_frag_t, len, 48, 4)                                               \
-    X(agg_dp_frag_t, reserved2, 52, 4)
+    X(agg_dp_frag_t, total, 52, 4)
 DEFINE_LAYOUT(dp_frag, agg_dp_frag_t, 56, DP_FRAG_LAYOUT)
 
 #define DP_NODE_LAYOUT(X)                                                      \
@@ -361,7 +361,9 @@ DEFINE_LAYOUT(dp_port, agg_dp_port_t, 128, DP_PORT_LAYOUT)
     X(agg_dp_slot_t, moved, 40, 8)                                             \
     X(agg_dp_slot_t, root, 48, 4)                                              \
     X(agg_dp_slot_t, coll, 52, 1)                                              \
-    X(agg_dp_slot_t, pad, 53, 11)
+    X(agg_dp_slot_t, pad, 53, 3)                                               \
+    X(agg_dp_slot_t, total, 56, 4)                                             \
+    X(agg_dp_slot_t, pad2, 60, 4)
 DEFINE_LAYOUT(dp_slot, agg_dp_slot_t, 64, DP_SLOT_LAYOUT)
 
 #define DP_AN_LAYOUT(X)                                                        \

@@ -199,7 +199,7 @@ typedef struct agg_dp_frag {
     uint8_t  reserved[3];
     uint32_t off;   /* ALLGATHER: the staged data are elements off .. off + len */
     uint32_t len;   /*   of the fragment */
-    uint32_t reserved2;
+    uint32_t total; /* elements of the whole collective (low 32 bits), checked alike */
 } agg_dp_frag_t;
 
 #define AGG_DP_FRAG_SIZE AGG_DP_LINE
@@ -254,7 +254,9 @@ typedef struct agg_dp_slot {
     uint64_t moved;  /* last fragment this slot moved on (forwarded or published) */
     uint32_t root;
     uint8_t  coll;   /* agg_dp_coll_t */
-    uint8_t  pad[11];
+    uint8_t  pad[3];
+    uint32_t total;  /* the collective's elements (low 32 bits): members must agree */
+    uint32_t pad2;
 } agg_dp_slot_t;
 
 #define AGG_DP_SLOT_HDR 64
@@ -437,6 +439,7 @@ typedef struct agg_dp_contrib {
     uint8_t     kind;
     uint8_t     coll;   /* agg_dp_coll_t */
     uint32_t    root;
+    uint32_t    total;  /* the collective's elements (low 32 bits) */
     uint8_t     empty;  /* no data from this child (a bcast's non-root, an empty subtree) */
     int32_t     status; /* a child that failed passes its error up */
     uint32_t    off;    /* ALLGATHER from a member: data are elements off .. off + len */
