@@ -35,6 +35,18 @@ static int shim_contig(MPI_Datatype dtype, int count, long long bytes)
     return shim_dtype_bytes(dtype, count) == bytes;
 }
 
+/*
+ * Whether MPI can pack dtype (it is committed): a type it cannot goes to
+ * MPI, which reports the error the program's handler expects.
+ */
+static int shim_type_ok(const shim_comm_t *sc, MPI_Datatype dtype)
+{
+    char none;
+    int pos = 0;
+
+    return PMPI_Pack(&none, 0, dtype, &none, 0, &pos, sc->pcomm) == MPI_SUCCESS;
+}
+
 /* sc's scratch of `bytes`; running out here would split the ranks' paths: stop. */
 static void *shim_scratch_or_abort(shim_comm_t *sc, size_t bytes)
 {
@@ -214,6 +226,9 @@ SHIM_API int MPI_Bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_C
         sc = shim_comm_get(comm);
         r  = shim_bcast_route(count, dtype, root, sc, &why);
     }
+    if (r == SHIM_ROUTE_NET && !shim_contig(dtype, count, bytes) && !shim_type_ok(sc, dtype)) {
+        r = SHIM_ROUTE_MPI;
+    }
     if (r == SHIM_ROUTE_NET) {
         contig = shim_contig(dtype, count, bytes);
         if (!contig) {
@@ -259,9 +274,13 @@ SHIM_API int MPI_Ibcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_
     }
     if (r == SHIM_ROUTE_NET && sc->hier) {
         why = SHIM_WHY_LEADERS; /* the leaders' steps block */
+    } else if (r == SHIM_ROUTE_NET && !shim_contig(dtype, count, bytes) &&
+               !shim_type_ok(sc, dtype)) {
+        why = SHIM_WHY_NONE; /* MPI reports it */
     } else if (r == SHIM_ROUTE_NET) {
         if (!shim_contig(dtype, count, bytes)) {
-            /* packed now at the root, unpacked when it completes elsewhere */
+            /* packed now at the root, unpacked when it completes elsewhere
+               (into a copy of the type: the program may free its own) */
             pack.buf = malloc((size_t)bytes);
             if (pack.buf == NULL) {
                 agg_error("out of memory for a %lld-byte packing buffer", bytes);
@@ -270,7 +289,9 @@ SHIM_API int MPI_Ibcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_
             if (sc->rank == root) {
                 PMPI_Pack(buf, count, dtype, pack.buf, (int)bytes, &pos, sc->pcomm);
             } else {
-                pack = (shim_ipack_t){pack.buf, buf, count, dtype, sc->pcomm, (int)bytes};
+                pack = (shim_ipack_t){pack.buf, buf, count, MPI_DATATYPE_NULL, sc->pcomm,
+                                      (int)bytes};
+                PMPI_Type_dup(dtype, &pack.utype);
             }
             spec.rbuf = pack.buf;
         }
@@ -409,6 +430,12 @@ SHIM_API int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, voi
     if (bytes > 0) {
         sc = shim_comm_get(comm);
         r  = shim_route_data(AGG_COLL_ALLGATHER, bytes, sc, &why);
+    }
+    if (r == SHIM_ROUTE_NET &&
+        ((!shim_contig(rtype, rcount, bytes) && !shim_type_ok(sc, rtype)) ||
+         (!in_place && !shim_contig(stype, scount, bytes) && !shim_type_ok(sc, stype)))) {
+        r   = SHIM_ROUTE_MPI;
+        why = SHIM_WHY_NONE; /* MPI reports it */
     }
     if (r != SHIM_ROUTE_NET) {
         shim_count(AGG_COLL_ALLGATHER, SHIM_PATH_MPI, why);

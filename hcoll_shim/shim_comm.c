@@ -131,6 +131,8 @@ static shim_comm_t *shim_comm_new(MPI_Comm comm)
         goto out;
     }
     PMPI_Comm_dup(comm, &sc->pcomm);
+    /* the shim's own calls on it return errors (the caller decides), never abort */
+    PMPI_Comm_set_errhandler(sc->pcomm, MPI_ERRORS_RETURN);
     shim_host_tune_static(&sc->tune, sc->size);
     if (shim.dynamic && shim_host_tune_dynamic(&sc->tune, sc->pcomm) != MPI_SUCCESS) {
         shim_host_tune_static(&sc->tune, sc->size);

@@ -104,6 +104,10 @@ static void shim_ipack_finish(shim_ipack_t *pack, agg_status_t st)
         PMPI_Unpack(pack->buf, pack->bytes, &pos, pack->ubuf, pack->ucount, pack->utype,
                     pack->ucomm);
     }
+    if (pack->ubuf != NULL) {
+        PMPI_Type_free(&pack->utype);
+        pack->ubuf = NULL;
+    }
     free(pack->buf);
     pack->buf = NULL;
 }

@@ -96,7 +96,12 @@ int main(int argc, char **argv)
                 *at(buf, i) = i * 5 + root + nb;
             }
             if (nb) {
-                MPI_Ibcast(buf, count, t, root, MPI_COMM_WORLD, &req);
+                /* the type may be freed while the bcast is pending (MPI 4.1.9) */
+                MPI_Datatype mine;
+
+                MPI_Type_dup(t, &mine);
+                MPI_Ibcast(buf, count, mine, root, MPI_COMM_WORLD, &req);
+                MPI_Type_free(&mine);
                 MPI_Wait(&req, MPI_STATUS_IGNORE);
             } else {
                 MPI_Bcast(buf, count, t, root, MPI_COMM_WORLD);
