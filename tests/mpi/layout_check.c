@@ -97,11 +97,11 @@ int main(int argc, char **argv)
             }
             if (nb) {
                 /* the type may be freed while the bcast is pending (MPI 4.1.9) */
-                MPI_Datatype mine;
+                MPI_Datatype copy;
 
-                MPI_Type_dup(t, &mine);
-                MPI_Ibcast(buf, count, mine, root, MPI_COMM_WORLD, &req);
-                MPI_Type_free(&mine);
+                MPI_Type_dup(t, &copy);
+                MPI_Ibcast(buf, count, copy, root, MPI_COMM_WORLD, &req);
+                MPI_Type_free(&copy);
                 MPI_Wait(&req, MPI_STATUS_IGNORE);
             } else {
                 MPI_Bcast(buf, count, t, root, MPI_COMM_WORLD);
