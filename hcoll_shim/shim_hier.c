@@ -146,11 +146,13 @@ int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, int count
         if (st != AGG_OK) {
             agg_warn("allreduce failed in the network (%s); the leaders complete it on the "
                      "host", agg_strerror(st));
+            shim_host_tune_t tune; /* the leaders' own table: sc->tune is for all ranks */
             int nleaders;
 
             PMPI_Comm_size(sc->leaders, &nleaders);
+            shim_host_tune_static(&tune, nleaders);
             rc = shim_host_allreduce(part, rbuf, count, dtype, op, sc->leaders,
-                                     shim_host_choose(&sc->tune, bytes, nleaders));
+                                     shim_host_choose(&tune, bytes, nleaders));
         }
     } else {
         shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_LLT, SHIM_WHY_NONE);

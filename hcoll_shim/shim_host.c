@@ -15,16 +15,21 @@
 /*
  * How a step's block is cut into messages. Vader sends up to 4 KiB (its
  * header included) eagerly; a larger message pays a rendezvous and a CMA
- * system call. Small blocks therefore go in segments just under that limit;
- * large ones in segments that a reduction still finds in cache, each one
- * reduced while the peer copies the next. A copying step of a large block
- * sends it whole: a single CMA copy is the cheapest move there is.
+ * system call, several us here. Small calls therefore go in segments just
+ * under that limit, all of a block in flight at once (with oversubscribed
+ * ranks every wait may cost a trip through the scheduler). Large calls
+ * reduce in segments that the reduction finds in cache, DEPTH in flight so
+ * the peer copies the next one meanwhile; their copying steps send a block
+ * whole, since a single CMA copy is the cheapest move there is.
  */
 #define SHIM_HOST_EAGER_BYTES 4032
-#define SHIM_HOST_SEG_BYTES   (128u << 10)
-#define SHIM_HOST_SMALL_BLOCK (32u << 10) /* messages up to this: eager segments */
-#define SHIM_HOST_DEPTH       2           /* large segments in flight per direction */
-#define SHIM_HOST_DEPTH_MAX   8           /* small ones: all of a block at once */
+#define SHIM_HOST_SMALL_MSG   (32u << 10)
+#define SHIM_HOST_SEG_BYTES   (256u << 10)
+#define SHIM_HOST_DEPTH       2
+#define SHIM_HOST_DEPTH_MAX   8
+
+/* Copy-then-reduce of a read-only buffer goes in pieces that fit in L1/L2. */
+#define SHIM_HOST_PIECE_BYTES (32u << 10)
 
 /* One call: its buffers, type and place in the communicator. */
 typedef struct shim_host_call {
@@ -123,35 +128,22 @@ static char *shim_host_at(const shim_host_call_t *c, const char *base, int off)
     return (char *)base + (size_t)off * c->ext;
 }
 
-/* TUNING ONLY */
-static long shim_host_knob(const char *name, long def)
-{
-    static const char *names[8];
-    static long vals[8];
-    int i;
-    for (i = 0; i < 8 && names[i]; i++) if (!strcmp(names[i], name)) return vals[i];
-    const char *e = getenv(name);
-    names[i] = name; vals[i] = e ? atol(e) : def;
-    return vals[i];
-}
-
 /* Message sizes of a call, the same on every rank: they depend on nothing but the call. */
 static void shim_host_segs(shim_host_call_t *c)
 {
-    size_t bytes = (size_t)c->count * c->ext;
-    size_t rseg = (size_t)shim_host_knob("SEG_LARGE", SHIM_HOST_SEG_BYTES);
+    size_t seg;
 
-    if (bytes <= (size_t)shim_host_knob("SEG_SWITCH", SHIM_HOST_SMALL_BLOCK)) {
-        rseg = (size_t)shim_host_knob("SEG_SMALL", SHIM_HOST_EAGER_BYTES);
-        c->cseg = (int)(rseg / c->ext);
-        c->depth = (int)shim_host_knob("DEPTH_SMALL", SHIM_HOST_DEPTH_MAX);
-    } else {
-        c->depth = (int)shim_host_knob("DEPTH_LARGE", SHIM_HOST_DEPTH);
-        c->cseg = shim_host_knob("CSEG", 0) ? (int)(shim_host_knob("CSEG", 0) / (long)c->ext) : INT_MAX;
+    if ((size_t)c->count * c->ext <= SHIM_HOST_SMALL_MSG) {
+        seg      = SHIM_HOST_EAGER_BYTES / c->ext;
+        c->rseg  = seg > 0 ? (int)seg : 1;
+        c->cseg  = c->rseg;
+        c->depth = SHIM_HOST_DEPTH_MAX;
+        return;
     }
-    c->rseg = (int)(rseg / c->ext);
-    c->rseg = c->rseg > 0 ? c->rseg : 1;
-    c->cseg = c->cseg > 0 ? c->cseg : 1;
+    seg      = SHIM_HOST_SEG_BYTES / c->ext;
+    c->rseg  = seg > 0 ? (int)seg : 1;
+    c->cseg  = INT_MAX;
+    c->depth = SHIM_HOST_DEPTH;
 }
 
 /* Scratch of a step that reduces into rbuf: DEPTH landing slots. */
@@ -186,10 +178,12 @@ static int shim_host_seg_done(const shim_host_call_t *c, shim_host_mode_t mode,
 }
 
 /*
- * One step of any phase, in segments with DEPTH of them in flight each way:
- * iteration i retires segment i - DEPTH from slot i % DEPTH (waits for it,
- * reduces it), then posts segment i in that slot. A peer that sends several
- * steps in a row is matched in order: MPI does not let messages overtake.
+ * One step of any phase, in segments with c->depth of them in flight each
+ * way: iteration i retires segment i - depth from slot i % depth (waits for
+ * it, reduces it), then posts segment i in that slot. A peer that sends
+ * several steps in a row is matched in order: MPI does not let messages
+ * overtake. An error returns at once, leaving the rest of the step posted:
+ * the communicator is not usable for this call any more either way.
  */
 static int shim_host_step(const shim_host_call_t *c, shim_host_mode_t mode,
                           const shim_host_xfer_t *x, char *slots)
@@ -200,13 +194,19 @@ static int shim_host_step(const shim_host_call_t *c, shim_host_mode_t mode,
     int i, j, k, rc = MPI_SUCCESS;
     char *slot, *in;
 
+    if (mode == SHIM_HOST_COPY && ns == 1 && nr == 1) {
+        /* the common small exchange, in one call */
+        return PMPI_Sendrecv(shim_host_at(c, x->sbase, x->soff), x->scnt, c->dtype, x->dst,
+                             SHIM_HOST_TAG, shim_host_at(c, x->rbase, x->roff), x->rcnt,
+                             c->dtype, x->src, SHIM_HOST_TAG, c->comm, MPI_STATUS_IGNORE);
+    }
     for (j = 0; j < d; j++) {
         sreq[j] = rreq[j] = MPI_REQUEST_NULL;
     }
     for (i = 0; rc == MPI_SUCCESS && i < (ns > nr ? ns : nr) + d; i++) {
         j    = i % d;
         k    = i - d;
-        slot = slots + (size_t)j * c->rseg * c->ext;
+        slot = slots != NULL ? slots + (size_t)j * c->rseg * c->ext : NULL;
         if (k >= 0 && k < nr) {
             rc = PMPI_Wait(&rreq[j], MPI_STATUS_IGNORE);
             if (rc == MPI_SUCCESS && mode != SHIM_HOST_COPY) {
@@ -305,19 +305,58 @@ static int shim_host_pof2(int size)
 }
 
 /*
+ * rbuf = in op own for a read-only own, in pieces that stay in cache between
+ * the copy of own and the reduction (one pass over memory instead of two).
+ */
+static int shim_host_copy_reduce(const shim_host_call_t *c, const char *in, const char *own)
+{
+    int piece = (int)(SHIM_HOST_PIECE_BYTES / c->ext), off, n, rc = MPI_SUCCESS;
+
+    piece = piece > 0 ? piece : 1;
+    for (off = 0; rc == MPI_SUCCESS && off < c->count; off += n) {
+        n = (c->count - off) < piece ? (c->count - off) : piece;
+        memcpy(shim_host_at(c, c->rbuf, off), shim_host_at(c, own, off), (size_t)n * c->ext);
+        rc = PMPI_Reduce_local(shim_host_at(c, in, off), shim_host_at(c, c->rbuf, off), n,
+                               c->dtype, c->op);
+    }
+    return rc;
+}
+
+/*
+ * rbuf = own op in, where only in is writable: in pieces, each reduced into
+ * in and copied out while still in cache (the last step of a lower partner
+ * whose running value is not in rbuf).
+ */
+static int shim_host_reduce_copy(const shim_host_call_t *c, const char *own, char *in)
+{
+    int piece = (int)(SHIM_HOST_PIECE_BYTES / c->ext), off, n, rc = MPI_SUCCESS;
+
+    piece = piece > 0 ? piece : 1;
+    for (off = 0; rc == MPI_SUCCESS && off < c->count; off += n) {
+        n  = (c->count - off) < piece ? (c->count - off) : piece;
+        rc = PMPI_Reduce_local(shim_host_at(c, own, off), shim_host_at(c, in, off), n, c->dtype,
+                               c->op);
+        memcpy(shim_host_at(c, c->rbuf, off), shim_host_at(c, in, off), (size_t)n * c->ext);
+    }
+    return rc;
+}
+
+/*
  * Recursive doubling. Both partners of a step compute (lower's op higher's)
  * with the same arguments of PMPI_Reduce_local (inoutbuf = inbuf op
  * inoutbuf), so they hold the same bits after every step. The running value
- * moves between rbuf and scratch instead of being copied back each step;
- * only a higher partner starting from a read-only sbuf copies it once.
+ * moves between rbuf and scratch instead of being copied back each step; a
+ * read-only sbuf is read where it is by the lower partner and copied piece
+ * by piece into the reduction by the higher one. Copies that remain are
+ * done piece by piece with a reduction, while the data is in cache.
  */
 static int shim_host_rd(const shim_host_call_t *c)
 {
     size_t bytes = (size_t)c->count * c->ext;
     int pof2 = shim_host_pof2(c->size), rem = c->size - pof2;
     shim_host_xfer_t x = {NULL, 0, c->count, 0, NULL, 0, c->count, 0, c->cseg};
+    int nr, mask, pnr, ro, rc;
     const char *cur;
-    int nr, mask, pnr, rc;
     char *tmp;
 
     tmp = shim_host_scratch(bytes > shim_host_slots_len(c) ? bytes : shim_host_slots_len(c));
@@ -327,23 +366,26 @@ static int shim_host_rd(const shim_host_call_t *c)
     nr = shim_host_fold_in(c, rem, tmp, &cur, &rc);
     for (mask = 1; rc == MPI_SUCCESS && nr >= 0 && mask < pof2; mask <<= 1) {
         pnr     = nr ^ mask;
+        ro      = (cur != c->rbuf && cur != tmp);
         x.dst   = x.src = shim_host_real(pnr, rem);
         x.sbase = cur;
-        x.rbase = (cur == tmp) ? c->rbuf : tmp;
+        x.rbase = (cur == tmp || (ro && nr < pnr)) ? c->rbuf : tmp;
         rc      = shim_host_step(c, SHIM_HOST_COPY, &x, NULL);
         if (rc != MPI_SUCCESS) {
             break;
         }
-        if (nr < pnr) {
+        if (nr < pnr && 2 * mask == pof2 && x.rbase != c->rbuf) {
+            rc  = shim_host_reduce_copy(c, cur, x.rbase);
+            cur = c->rbuf;
+        } else if (nr < pnr) {
             rc  = PMPI_Reduce_local(cur, x.rbase, c->count, c->dtype, c->op);
             cur = x.rbase;
-            continue;
-        }
-        if (cur != c->rbuf && cur != tmp) {
-            memcpy(c->rbuf, cur, bytes);
+        } else if (ro) {
+            rc  = shim_host_copy_reduce(c, x.rbase, cur);
             cur = c->rbuf;
+        } else {
+            rc = PMPI_Reduce_local(x.rbase, (char *)cur, c->count, c->dtype, c->op);
         }
-        rc = PMPI_Reduce_local(x.rbase, (char *)cur, c->count, c->dtype, c->op);
     }
     if (rc == MPI_SUCCESS && nr >= 0 && cur != c->rbuf) {
         memcpy(c->rbuf, cur, bytes);
@@ -372,10 +414,10 @@ static int shim_host_rab(const shim_host_call_t *c)
     nr      = shim_host_fold_in(c, rem, slots, &src, &rc);
     x.rbase = c->rbuf;
     for (mask = pof2 / 2; rc == MPI_SUCCESS && nr >= 0 && mask > 0; mask >>= 1) {
-        x.dst  = x.src = shim_host_real(nr ^ mask, rem);
-        lo     = nr & ~(2 * mask - 1);
-        keep   = (nr & mask) ? lo + mask : lo;
-        give   = (nr & mask) ? lo : lo + mask;
+        x.dst   = x.src = shim_host_real(nr ^ mask, rem);
+        lo      = nr & ~(2 * mask - 1);
+        keep    = (nr & mask) ? lo + mask : lo;
+        give    = (nr & mask) ? lo : lo + mask;
         x.sbase = (mask == pof2 / 2) ? src : c->rbuf;
         x.seg   = c->rseg;
         mode    = (x.sbase != c->rbuf) ? SHIM_HOST_REDUCE_OWN : SHIM_HOST_REDUCE_ACC;
@@ -396,9 +438,10 @@ static int shim_host_rab(const shim_host_call_t *c)
 }
 
 /*
- * Ring: p - 1 reduce-scatter steps (each block is received once, straight
- * into rbuf, and reduced with this rank's data where it is), then p - 1
- * allgather steps. Every step moves 1/p of the data, whatever p is.
+ * Ring: p - 1 reduce-scatter steps, then p - 1 allgather steps; every step
+ * moves 1/p of the data, whatever p is. Each block arrives once, so unless
+ * in place it lands straight in rbuf and is reduced with this rank's data
+ * where that is: no copy of sbuf.
  */
 static int shim_host_ring(const shim_host_call_t *c)
 {
@@ -476,124 +519,4 @@ int shim_host_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt
     default:
         return MPI_ERR_ARG;
     }
-}
-
-shim_host_alg_t shim_host_choose(const shim_host_tune_t *t, size_t bytes, int comm_size)
-{
-    (void)comm_size;
-    if (bytes < t->rd_max) {
-        return SHIM_ALG_RECURSIVE_DOUBLING;
-    }
-    return bytes < t->rab_max ? SHIM_ALG_RABENSEIFNER : SHIM_ALG_RING;
-}
-
-void shim_host_tune_static(shim_host_tune_t *t, int comm_size)
-{
-    (void)comm_size;
-    const char *e;
-    t->rd_max  = (e = getenv("RD_MAX")) ? (size_t)atol(e) : 8192;
-    t->rab_max = (e = getenv("RAB_MAX")) ? (size_t)atol(e) : 1u << 20;
-}
-
-/*
- * Dynamic tuning: sizes 1 KiB to 256 KiB by 4x, where the crossovers lie on
- * shared memory; larger sizes keep the static choice (ring), so that the
- * whole measurement stays within a few ms.
- */
-#define SHIM_HOST_TUNE_MIN  (1u << 10)
-#define SHIM_HOST_TUNE_NSZ  5
-#define SHIM_HOST_TUNE_REPS 3
-
-/* Best of reps calls of alg, as this rank sees it. */
-static int shim_host_time(const float *sbuf, float *rbuf, int count, MPI_Comm comm,
-                          shim_host_alg_t alg, double *best)
-{
-    double t;
-    int i, rc;
-
-    *best = 1e30;
-    rc    = PMPI_Barrier(comm);
-    for (i = 0; rc == MPI_SUCCESS && i <= SHIM_HOST_TUNE_REPS; i++) {
-        t  = PMPI_Wtime();
-        rc = shim_host_allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm, alg);
-        t  = PMPI_Wtime() - t;
-        /* the first call only warms up */
-        if (i > 0 && t < *best) {
-            *best = t;
-        }
-    }
-    return rc;
-}
-
-/* Rank 0's decision from its timings; a crossover between two sizes is put halfway (in log). */
-static void shim_host_decide(double tm[][SHIM_ALG__COUNT], shim_host_tune_t *t)
-{
-    size_t bytes;
-    int i, rd_done = 0;
-
-    for (i = 0; i < SHIM_HOST_TUNE_NSZ; i++) {
-        bytes = (size_t)SHIM_HOST_TUNE_MIN << (2 * i);
-        if (!rd_done && tm[i][SHIM_ALG_RECURSIVE_DOUBLING] >
-                            (tm[i][SHIM_ALG_RABENSEIFNER] < tm[i][SHIM_ALG_RING]
-                                 ? tm[i][SHIM_ALG_RABENSEIFNER] : tm[i][SHIM_ALG_RING])) {
-            t->rd_max = i == 0 ? bytes : bytes / 2;
-            rd_done   = 1;
-        }
-        if (rd_done && tm[i][SHIM_ALG_RING] < tm[i][SHIM_ALG_RABENSEIFNER]) {
-            t->rab_max = i == 0 ? bytes : bytes / 2;
-            break;
-        }
-    }
-    if (t->rab_max < t->rd_max) {
-        t->rab_max = t->rd_max;
-    }
-}
-
-int shim_host_tune_dynamic(shim_host_tune_t *t, MPI_Comm comm)
-{
-    double tm[SHIM_HOST_TUNE_NSZ][SHIM_ALG__COUNT];
-    size_t maxb = (size_t)SHIM_HOST_TUNE_MIN << (2 * (SHIM_HOST_TUNE_NSZ - 1));
-    unsigned long long th[2];
-    shim_host_tune_t res;
-    int size, rank, i, a, rc;
-    float *buf;
-
-    rc = PMPI_Comm_size(comm, &size);
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Comm_rank(comm, &rank);
-    }
-    if (rc != MPI_SUCCESS) {
-        return rc;
-    }
-    shim_host_tune_static(&res, size);
-    if (size > 1) {
-        buf = calloc(2, maxb);
-        if (buf == NULL) {
-            return MPI_ERR_NO_MEM;
-        }
-        for (i = 0; rc == MPI_SUCCESS && i < SHIM_HOST_TUNE_NSZ; i++) {
-            for (a = 0; rc == MPI_SUCCESS && a < SHIM_ALG__COUNT; a++) {
-                rc = shim_host_time(buf, buf + maxb / sizeof(float),
-                                    (int)((SHIM_HOST_TUNE_MIN << (2 * i)) / sizeof(float)), comm,
-                                    (shim_host_alg_t)a, &tm[i][a]);
-            }
-        }
-        free(buf);
-        if (rc != MPI_SUCCESS) {
-            return rc;
-        }
-        if (rank == 0) {
-            shim_host_decide(tm, &res);
-        }
-        th[0] = res.rd_max;
-        th[1] = res.rab_max;
-        rc    = PMPI_Bcast(th, 2, MPI_UNSIGNED_LONG_LONG, 0, comm);
-        if (rc != MPI_SUCCESS) {
-            return rc;
-        }
-        res.rd_max  = (size_t)th[0];
-        res.rab_max = (size_t)th[1];
-    }
-    *t = res;
-    return MPI_SUCCESS;
 }

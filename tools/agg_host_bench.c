@@ -26,7 +26,7 @@
 
 #include "shim_host.h"
 
-#define BENCH_ROUND_BYTES (64u << 20) /* bytes one timed loop moves, per rank */
+#define BENCH_ROUND_BYTES (16u << 20) /* bytes one timed loop moves, per rank */
 #define BENCH_ROUNDS_MAX  64
 
 typedef struct bench_opts {
@@ -76,9 +76,10 @@ static void bench_fill(void *buf, MPI_Datatype dt, size_t count, int rank)
     }
 }
 
-static size_t bench_wrong(const void *buf, MPI_Datatype dt, size_t count)
+static uint64_t bench_wrong(const void *buf, MPI_Datatype dt, size_t count)
 {
-    size_t i, wrong = 0;
+    uint64_t wrong = 0;
+    size_t i;
     int r, want;
 
     for (i = 0; i < count; i++) {
@@ -134,14 +135,18 @@ static double bench_loop(const bench_opts_t *o, const void *sbuf, void *rbuf, in
 static int bench_perf(const bench_opts_t *o, MPI_Comm comm)
 {
     double tompi[BENCH_ROUNDS_MAX], tshim[BENCH_ROUNDS_MAX], ratio, worst = 0;
-    size_t esize, bytes, worst_bytes = 0, wrong, total_wrong = 0;
+    size_t esize, bytes, worst_bytes = 0;
+    uint64_t wrong, total_wrong = 0;
     MPI_Datatype dt = bench_perf_dtype(o->type, &esize);
+    double tune_ms = 0;
     shim_host_tune_t tune;
     void *sbuf, *rbuf;
     int count, iters, r, alg, rc;
 
     if (o->dynamic) {
-        rc = shim_host_tune_dynamic(&tune, comm);
+        tune_ms = MPI_Wtime();
+        rc      = shim_host_tune_dynamic(&tune, comm);
+        tune_ms = (MPI_Wtime() - tune_ms) * 1e3;
         if (rc != MPI_SUCCESS) {
             fprintf(stderr, "agg_host_bench: shim_host_tune_dynamic failed (%d)\n", rc);
             return 1;
@@ -160,6 +165,9 @@ static int bench_perf(const bench_opts_t *o, MPI_Comm comm)
                "%s of %d rounds\n", bench_size, o->type, o->in_place ? " in place" : "",
                o->dynamic ? "dynamic" : "static", tune.rd_max, tune.rab_max,
                o->median ? "median" : "min", o->rounds);
+        if (o->dynamic) {
+            printf("# shim_host_tune_dynamic took %.2f ms on rank 0\n", tune_ms);
+        }
         printf("# %10s %10s %10s %6s  %-18s %s\n", "bytes", "ompi_us", "shim_us", "ratio",
                "algorithm", "check");
     }
@@ -204,8 +212,8 @@ static int bench_perf(const bench_opts_t *o, MPI_Comm comm)
         }
     }
     if (bench_rank == 0) {
-        printf("# worst ratio %.3f at %zu bytes; %zu wrong elements\n", worst, worst_bytes,
-               total_wrong);
+        printf("# worst ratio %.3f at %zu bytes; %llu wrong elements\n", worst, worst_bytes,
+               (unsigned long long)total_wrong);
     }
     free(sbuf);
     free(rbuf);
@@ -225,6 +233,8 @@ typedef struct bench_case {
     MPI_Op       (*op)(void);
     void        (*make)(void *elem, int rank, int i);
     int         (*same)(const void *a, const void *b);
+    int           exact; /* 0: rounding makes the result order-dependent; check that
+                            every rank has rank 0's bits instead of Open MPI's */
 } bench_case_t;
 
 static MPI_Datatype bench_t_int(void)    { return MPI_INT; }
@@ -242,6 +252,17 @@ static MPI_Op bench_o_bor(void)    { return MPI_BOR; }
 static void bench_make_int(void *e, int r, int i) { *(int *)e = (r * 31 + i * 7) % 1000 - 500; }
 static void bench_make_double(void *e, int r, int i) { *(double *)e = bench_value(r, (size_t)i); }
 static void bench_make_float(void *e, int r, int i) { *(float *)e = (float)bench_value(r, (size_t)i); }
+/* Fractions whose sum rounds: the order of the reduction shows in the bits. */
+static void bench_make_frac_d(void *e, int r, int i)
+{
+    *(double *)e = (1.0 + r) / (3.0 + (r * 13 + i) % 17);
+}
+
+static void bench_make_frac_f(void *e, int r, int i)
+{
+    *(float *)e = (float)((1.0 + r) / (3.0 + (r * 13 + i) % 17));
+}
+
 static void bench_make_uchar(void *e, int r, int i)
 {
     *(unsigned char *)e = (unsigned char)((1u << ((r + i) % 8)) ^ (i & 0x11));
@@ -288,16 +309,21 @@ static int bench_same_fi(const void *a, const void *b)
 }
 
 static const bench_case_t bench_cases[] = {
-    {"int sum", sizeof(int), bench_t_int, bench_o_sum, bench_make_int, bench_same_int},
-    {"int max", sizeof(int), bench_t_int, bench_o_max, bench_make_int, bench_same_int},
+    {"int sum", sizeof(int), bench_t_int, bench_o_sum, bench_make_int, bench_same_int, 1},
+    {"int max", sizeof(int), bench_t_int, bench_o_max, bench_make_int, bench_same_int, 1},
     {"double sum", sizeof(double), bench_t_double, bench_o_sum, bench_make_double,
-     bench_same_double},
-    {"float sum", sizeof(float), bench_t_float, bench_o_sum, bench_make_float, bench_same_float},
+     bench_same_double, 1},
+    {"float sum", sizeof(float), bench_t_float, bench_o_sum, bench_make_float, bench_same_float,
+     1},
     {"double_int minloc", sizeof(bench_di_t), bench_t_di, bench_o_minloc, bench_make_di,
-     bench_same_di},
+     bench_same_di, 1},
     {"float_int maxloc", sizeof(bench_fi_t), bench_t_fi, bench_o_maxloc, bench_make_fi,
-     bench_same_fi},
-    {"uchar bor", 1, bench_t_uchar, bench_o_bor, bench_make_uchar, bench_same_uchar},
+     bench_same_fi, 1},
+    {"uchar bor", 1, bench_t_uchar, bench_o_bor, bench_make_uchar, bench_same_uchar, 1},
+    {"double sum rounded", sizeof(double), bench_t_double, bench_o_sum, bench_make_frac_d,
+     bench_same_double, 0},
+    {"float sum rounded", sizeof(float), bench_t_float, bench_o_sum, bench_make_frac_f,
+     bench_same_float, 0},
 };
 
 #define BENCH_GUARD 64 /* bytes after rbuf that must stay untouched */
@@ -321,6 +347,12 @@ static int bench_check_one(const bench_case_t *tc, int alg, int count, int in_pl
     memset(rbuf + len, 0x5a, BENCH_GUARD);
     rc = shim_host_allreduce(in_place ? MPI_IN_PLACE : sbuf, rbuf, count, tc->dtype(),
                              tc->op(), comm, (shim_host_alg_t)alg);
+    if (!tc->exact) {
+        if (bench_rank == 0) {
+            memcpy(ref, rbuf, len);
+        }
+        PMPI_Bcast(ref, (int)len, MPI_BYTE, 0, MPI_COMM_WORLD);
+    }
     for (i = 0; rc == MPI_SUCCESS && i < count; i++) {
         bad += !tc->same(rbuf + (size_t)i * tc->size, ref + (size_t)i * tc->size);
     }
@@ -391,8 +423,12 @@ static size_t bench_parse_size(const char *s)
     }
 }
 
+/* -1: auto (the thresholds choose), -2: not an algorithm. */
 static int bench_parse_alg(const char *s)
 {
+    if (strcmp(s, "auto") == 0) {
+        return -1;
+    }
     if (strcmp(s, "rd") == 0) {
         return SHIM_ALG_RECURSIVE_DOUBLING;
     }
@@ -402,7 +438,7 @@ static int bench_parse_alg(const char *s)
     if (strcmp(s, "ring") == 0) {
         return SHIM_ALG_RING;
     }
-    return -1;
+    return -2;
 }
 
 static int bench_args(int argc, char **argv, bench_opts_t *o)
@@ -410,7 +446,7 @@ static int bench_args(int argc, char **argv, bench_opts_t *o)
     int c;
 
     *o = (bench_opts_t){.min_bytes = 8, .max_bytes = 64u << 20, .factor = 2, .iters = 1000,
-                        .rounds = 7, .alg = -1, .type = "float"};
+                        .rounds = 15, .alg = -1, .type = "float"};
     while ((c = getopt(argc, argv, "b:e:f:n:r:t:a:dimCh")) != -1) {
         switch (c) {
         case 'b': o->min_bytes = bench_parse_size(optarg); break;
@@ -427,8 +463,9 @@ static int bench_args(int argc, char **argv, bench_opts_t *o)
         default:  return -1;
         }
     }
-    if (o->min_bytes == 0 || o->max_bytes < o->min_bytes || o->max_bytes > INT_MAX ||
-        o->factor < 2 || o->iters < 1 || o->rounds < 1 || o->rounds > BENCH_ROUNDS_MAX) {
+    if ((strcmp(o->type, "float") && strcmp(o->type, "double") && strcmp(o->type, "int32")) ||
+        o->min_bytes == 0 || o->max_bytes < o->min_bytes || o->max_bytes > INT_MAX ||
+        o->factor < 2 || o->iters < 1 || o->alg < -1 || o->rounds < 1 || o->rounds > BENCH_ROUNDS_MAX) {
         return -1;
     }
     return 0;

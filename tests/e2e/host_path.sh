@@ -29,6 +29,14 @@ case "$line" in *" recursive_doubling=0 "*) fail "no allreduce by recursive doub
 case "$line" in *" rabenseifner=0 ring=0 "*) fail "no large allreduce by Rabenseifner or ring: $line" ;; esac
 case "$line" in *" llt=0 sat=0 "*) ;; *) fail "HCOLL_ENABLE_SHARP=0 offloaded: $line" ;; esac
 
+# Each host algorithm forced, at even and odd rank counts, against
+# PMPI_Allreduce: counts 0 to 65537, in place, pairs, rounding floats
+for np in 2 3 5; do
+    "${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="${SANITIZER_PRELOAD:-}" "$BIN/agg_host_bench" -C \
+        >"$TMP/algs$np.out" 2>&1 || { cat "$TMP/algs$np.out"; fail "host algorithms wrong at $np ranks"; }
+    grep -E "^agg_host_bench: [1-9][0-9]* passed, 0 failed" "$TMP/algs$np.out"
+done
+
 # HCOLL_ALLREDUCE_HYBRID_LB: large allreduces cut into 4 KiB allreduces, all in flight
 run_check hybrid 2 -x HCOLL_ENABLE_SHARP=3 -x HCOLL_ALLREDUCE_HYBRID_LB=1 \
     -x HCOLL_HYBRID_AR_LB_FRAG_THRESH=4096 -- --max-count 65536 --world-only
