@@ -37,12 +37,16 @@ target_link_libraries(user PRIVATE agg::agg)
 SRC
 cmake -S "$TMP/user" -B "$TMP/user/build" -DCMAKE_PREFIX_PATH="$PREFIX" >"$TMP/cmake.out" 2>&1 &&
     cmake --build "$TMP/user/build" >>"$TMP/cmake.out" 2>&1 || { cat "$TMP/cmake.out"; fail "find_package(agg) build failed"; }
-LD_LIBRARY_PATH=$PREFIX/lib "$TMP/user/build/user" | grep -qx "user: ok" || fail "find_package(agg) program failed"
+# a sanitizer build's libagg needs its runtime loaded first
+run_user() {
+    LD_LIBRARY_PATH=$PREFIX/lib LD_PRELOAD="${SANITIZER_PRELOAD:-}" "$@"
+}
+run_user "$TMP/user/build/user" | grep -qx "user: ok" || fail "find_package(agg) program failed"
 
 # shellcheck disable=SC2046
 cc -o "$TMP/user/user_pc" "$TMP/user/user.c" \
     $(PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config --cflags --libs agg) || fail "pkg-config build failed"
-LD_LIBRARY_PATH=$PREFIX/lib "$TMP/user/user_pc" | grep -qx "user: ok" || fail "pkg-config program failed"
+run_user "$TMP/user/user_pc" | grep -qx "user: ok" || fail "pkg-config program failed"
 
 # the installed binaries find their library by themselves (RUNPATH)
 "$PREFIX/bin/aggrun" -- "$PREFIX/bin/agg_hello" >"$TMP/hello.out" 2>&1 ||
