@@ -91,6 +91,8 @@ typedef struct shim_req {
     shim_comm_t     *sc;
     agg_coll_type_t  coll;
     int              error;  /* MPI error class once done with an error */
+    int              completed; /* set (release) after the last write of the shim to it or
+                                   to the program's buffers; MPI's side reads it (acquire) */
     struct shim_req *next;
 } shim_req_t;
 

@@ -55,10 +55,25 @@ static void shim_req_give(int taken)
     }
 }
 
+/*
+ * The thread that completed a request (anyone's progress) wrote its result
+ * into the program's buffers; the thread in MPI_Wait reads them once MPI
+ * says it is complete. MPI orders the two, but inside itself: this flag
+ * says it where the tools can see it too.
+ */
+static void shim_ireq_seen(shim_req_t *sr)
+{
+    /* MPI calls us once it is complete: the flag is set, or about to be */
+    for (int i = 0; i < 100000 && !__atomic_load_n(&sr->completed, __ATOMIC_ACQUIRE); ++i) {
+        sched_yield();
+    }
+}
+
 static int shim_ireq_query(void *extra, MPI_Status *status)
 {
     shim_req_t *sr = extra;
 
+    shim_ireq_seen(sr);
     MPI_Status_set_elements(status, MPI_BYTE, 0);
     MPI_Status_set_cancelled(status, 0);
     status->MPI_SOURCE = MPI_UNDEFINED;
@@ -71,6 +86,7 @@ static int shim_ireq_free(void *extra)
 {
     shim_req_t *sr = extra;
 
+    shim_ireq_seen(sr);
     agg_request_free(sr->agg);
     free(sr);
     return MPI_SUCCESS;
@@ -173,6 +189,7 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
                   "MPI_ERR_INTERN", agg_coll_name(sr->coll), agg_strerror(st));
         sr->error = MPI_ERR_INTERN;
     }
+    __atomic_store_n(&sr->completed, 1, __ATOMIC_RELEASE);
     /* last: if the program freed the request already, this frees sr */
     PMPI_Grequest_complete(sr->greq);
 }
@@ -208,7 +225,7 @@ int shim_progress_for(const MPI_Request *reqs, int n)
             pp = &sr->next;
             continue;
         }
-        *pp = sr->next;
+        __atomic_store_n(pp, sr->next, __ATOMIC_RELEASE); /* others peek at shim.active */
         shim_ireq_done(sr, st);
         completed++;
     }
@@ -237,7 +254,7 @@ void shim_requests_finish(shim_comm_t *sc)
             pp = &sr->next;
             continue;
         }
-        *pp = sr->next;
+        __atomic_store_n(pp, sr->next, __ATOMIC_RELEASE);
         shim_ireq_finish(sr);
     }
     shim_req_give(taken);
@@ -249,7 +266,7 @@ void shim_requests_abandon(void)
     int taken = shim_req_take(1);
 
     while ((sr = shim.active) != NULL) {
-        shim.active = sr->next;
+        __atomic_store_n(&shim.active, sr->next, __ATOMIC_RELEASE);
         shim_ireq_finish(sr);
     }
     shim_req_give(taken);

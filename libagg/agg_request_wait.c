@@ -66,7 +66,10 @@ agg_status_t agg_request_test(agg_request_t *req)
     if (req == NULL) {
         return AGG_ERR_INVALID_PARAM;
     }
-    agg__comm_lock(req->comm);
+    /* a test never waits: while another thread drives the communicator, not yet */
+    if (!agg__comm_trylock(req->comm)) {
+        return AGG_INPROGRESS;
+    }
     st = agg__request_step(req, 1);
     agg__comm_unlock(req->comm);
     return st;
