@@ -19,6 +19,7 @@ const char *agg_status_string(agg_status_t status)
     case AGG_ERR_NOT_FOUND:      return "not found";
     case AGG_ERR_OOB:            return "out-of-band collective failed";
     case AGG_ERR_SHUTDOWN:       return "shutting down";
+    case AGG_ERR_DEVICE:         return "a GPU runtime call failed";
     case AGG_ERR_SESSION_INIT:   return "cannot connect to the aggregation manager";
     case AGG_ERR_PROTOCOL:       return "protocol error";
     case AGG_ERR_VERSION:        return "wire protocol version mismatch";

@@ -288,6 +288,76 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "A collective that sees no progress for this many "
                   "milliseconds fails with a timeout instead of hanging.",
     },
+    [AGG_CONF_ENABLE_CUDA] = {
+        .id     = AGG_CONF_ENABLE_CUDA,
+        .key    = "enable_cuda",
+        .env    = {"SHARP_COLL_ENABLE_CUDA", NULL},
+        .defval = "-1",
+        .type   = AGG_CONF_T_INT,
+        .min    = -1,
+        .max    = 1,
+        .scope  = AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM,
+        .doc    = "GPU buffers: 1 requires a GPU backend (CUDA or ROCm) and "
+                  "fails the context without one; -1 loads one when a runtime "
+                  "and a device are there and otherwise takes every buffer as "
+                  "host memory; 0 never loads one (a buffer declared as device "
+                  "memory is then refused).",
+    },
+    [AGG_CONF_GPU_DIRECT_RDMA] = {
+        .id     = AGG_CONF_GPU_DIRECT_RDMA,
+        .key    = "enable_gpu_direct_rdma",
+        .env    = {"SHARP_COLL_ENABLE_GPU_DIRECT_RDMA", NULL},
+        .defval = "-1",
+        .type   = AGG_CONF_T_INT,
+        .min    = -1,
+        .max    = 1,
+        .scope  = AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM,
+        .doc    = "Device memory registered for the network directly (dma-buf "
+                  "export) instead of staged through pinned host buffers: 1 "
+                  "requires it and fails agg_mem_register on device memory "
+                  "that cannot be exported; -1 uses it where the transport "
+                  "can and stages otherwise; 0 always stages. The shared-"
+                  "memory transport cannot take a dma-buf, so its data is "
+                  "staged either way.",
+    },
+    [AGG_CONF_GPU_BACKEND] = {
+        .id      = AGG_CONF_GPU_BACKEND,
+        .key     = "gpu_backend",
+        .env     = {"AGG_GPU_BACKEND", NULL},
+        .defval  = "auto",
+        .type    = AGG_CONF_T_ENUM,
+        .choices = "auto|cuda|rocm",
+        .scope   = AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM,
+        .doc     = "Which GPU backend to load (libagg_gpu_cuda.so or "
+                   "libagg_gpu_rocm.so, next to libagg): auto tries CUDA, "
+                   "then ROCm.",
+    },
+    [AGG_CONF_GPU_STAGE_CHUNK] = {
+        .id     = AGG_CONF_GPU_STAGE_CHUNK,
+        .key    = "gpu_stage_chunk",
+        .env    = {"AGG_GPU_STAGE_CHUNK", NULL},
+        .defval = "1048576",
+        .type   = AGG_CONF_T_INT,
+        .min    = 4 * AGG__KIB,
+        .max    = 64 * AGG__KIB * AGG__KIB,
+        .scope  = AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM,
+        .doc    = "Bytes per copy between a device buffer and the pinned host "
+                  "buffers it is staged through: the copy of one chunk "
+                  "overlaps the aggregation of the one before.",
+    },
+    [AGG_CONF_GPU_STAGE_DEPTH] = {
+        .id     = AGG_CONF_GPU_STAGE_DEPTH,
+        .key    = "gpu_stage_depth",
+        .env    = {"AGG_GPU_STAGE_DEPTH", NULL},
+        .defval = "4",
+        .type   = AGG_CONF_T_INT,
+        .min    = 2,
+        .max    = 64,
+        .scope  = AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SHIM,
+        .doc    = "Staging chunks in flight per communicator and device "
+                  "(pinned host memory: twice this many gpu_stage_chunk "
+                  "bytes).",
+    },
 
     /* ---- hcoll_shim (HCOLL role) ------------------------------------- */
     [AGG_CONF_HCOLL_ENABLE_SHARP] = {

@@ -52,10 +52,6 @@ static agg_status_t agg__check_spec(const agg_comm_t *comm, agg_coll_type_t coll
     if (agg_reduce_fn(spec->dtype, spec->op) == NULL) {
         return AGG_ERR_NOT_SUPPORTED;
     }
-    if (spec->sbuf_mem != AGG_MEM_HOST || spec->rbuf_mem != AGG_MEM_HOST) {
-        /* never dereference a device pointer in a build without a GPU backend */
-        return AGG_ERR_NOT_SUPPORTED;
-    }
     if (spec->count > UINT32_MAX || spec->count > SIZE_MAX / 2 / (size_t)comm->size /
                                                   agg_dtype_size(spec->dtype)) {
         return AGG_ERR_INVALID_PARAM;
@@ -129,6 +125,11 @@ static agg_status_t agg__coll_init(agg_comm_t *comm, agg_coll_type_t coll,
             (*req)->spec.root = 0; /* the tree compares roots: only theirs count */
         }
         agg__request_plan(*req);
+        st = agg__stage_prepare(*req); /* device buffers: refused without a backend */
+        if (st != AGG_OK) {
+            agg_request_free(*req);
+            *req = NULL;
+        }
     }
     return st;
 }

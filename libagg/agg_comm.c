@@ -32,6 +32,7 @@ static void agg__comm_free(agg_comm_t *comm)
     agg__group_fini(&comm->llt);
     agg__group_fini(&comm->sat);
     agg__comm_requests_free(comm);
+    agg__stage_comm_free(comm);
     if (comm->ctx->mt) {
         pthread_mutex_destroy(&comm->lock);
     }

@@ -3,6 +3,7 @@
  * out-of-band agreement that keeps every rank on the same path.
  */
 #include "agg_internal.h"
+#include "agg/gpu.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -232,6 +233,40 @@ static agg_status_t agg__settings_share(agg_context_t *ctx)
     return AGG_OK;
 }
 
+/* Loads a GPU backend as SHARP_COLL_ENABLE_CUDA and AGG_GPU_BACKEND say. */
+static agg_status_t agg__gpu_setup(agg_context_t *ctx)
+{
+    static const char *const names[] = {"auto", "cuda", "rocm"};
+    long long which = agg_conf_int(&ctx->conf, AGG_CONF_GPU_BACKEND);
+    agg_status_t st;
+
+    st = agg_gpu_load((int)agg_conf_int(&ctx->conf, AGG_CONF_ENABLE_CUDA),
+                      names[which >= 0 && which < 3 ? which : 0], NULL);
+    if (st != AGG_OK) {
+        agg__set_last_error("SHARP_COLL_ENABLE_CUDA=1 but no GPU backend loaded: %s",
+                            agg_gpu_why());
+    }
+    return st;
+}
+
+agg_mem_type_t agg_mem_query(const void *p, int *device)
+{
+    const agg_gpu_ops_t *o = agg_gpu_ops();
+    agg_gpu_ptr_t q;
+
+    if (device != NULL) {
+        *device = -1;
+    }
+    if (o == NULL || agg_gpu_query(p, &q) != 0 ||
+        (q.mem != AGG_GPU_MEM_DEVICE && q.mem != AGG_GPU_MEM_MANAGED)) {
+        return AGG_MEM_HOST;
+    }
+    if (device != NULL) {
+        *device = q.device;
+    }
+    return (agg_mem_type_t)o->mem_type;
+}
+
 agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ctx_out)
 {
     agg_context_t *ctx;
@@ -270,6 +305,7 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
         agg_error("%s", err);
     } else {
         agg__context_settings(ctx, spec);
+        local = agg__gpu_setup(ctx);
     }
     /* Everyone must have a usable configuration before rank 0 creates the job. */
     st = agg__oob_agree(ctx, ctx->oob_ctx, ctx->world_rank, ctx->world_size, local);

@@ -179,9 +179,26 @@ struct agg_comm {
     int             sat_fallback_logged;
     uint64_t        sat_fallbacks;
     agg__comm_counts_t counts;
+    struct agg__gpu_dev *gpu[16]; /* per device: stream and staging (AGG_GPU_MAX_DEV) */
     pthread_mutex_t lock;       /* ctx->mt: requests and progress, recursive */
     struct agg_comm *next;      /* the context's list */
 };
+
+/* A request's device buffers staged through pinned host memory (agg_gpu_stage.c). */
+struct agg__gpu_dev;
+typedef struct agg__stage {
+    struct agg__gpu_dev *gd;   /* NULL: host buffers, nothing staged */
+    const uint8_t *dsrc;       /* device source (element src_lo at dsrc), or NULL */
+    uint8_t       *ddst;       /* device result (element dst_lo at ddst), or NULL */
+    size_t         frags;      /* fragments per chunk */
+    size_t         chunk;      /* elements per chunk */
+    size_t         nchunks;
+    size_t         issued;     /* chunks whose source copy was started */
+    size_t         ready;      /* ... and is done: their fragments may go out */
+    size_t         uploaded;   /* chunks whose result copy was started */
+    size_t         retired;    /* ... and is done: their slot is free */
+    agg_status_t   status;     /* a GPU call failed */
+} agg__stage_t;
 
 typedef enum agg__req_state {
     AGG__REQ_QUEUED = 0,   /* waiting for the requests before it */
@@ -223,8 +240,31 @@ struct agg_request {
     int64_t            retry_at;  /* us: next lock request not before */
     int64_t            seen_ms;   /* stall clock started (0: not running), for the timeout */
     int64_t            waited_ms; /* last timed test or wait */
+    agg__stage_t       stage;
     agg_request_t     *next;
 };
+
+/* ---- device buffers (agg_gpu_stage.c) ---- */
+
+/* Finds where req's buffers live; device ones get the communicator's staging. */
+agg_status_t agg__stage_prepare(agg_request_t *req);
+/* Cuts a staged request into chunks for the group it was routed to. */
+void agg__stage_start(agg_request_t *req);
+/* Moves the copies on; the number of things that happened. */
+unsigned agg__stage_step(agg_request_t *req);
+/* How many of req's fragments may have numbers now (their source is staged). */
+size_t agg__stage_assignable(const agg_request_t *req);
+/* Every result copy of a staged request is done (or it has none). */
+int agg__stage_drained(const agg_request_t *req);
+/* A copy is running that nothing but the GPU will finish: poll, don't sleep. */
+int agg__stage_busy(const agg_request_t *req);
+/* Where element x of the vector is read from and its result written to. */
+const uint8_t *agg__stage_src(const agg_request_t *req, size_t x);
+uint8_t *agg__stage_dst(const agg_request_t *req, size_t x);
+/* The request is abandoned: waits until no copy touches its buffers. */
+void agg__stage_abandon(agg_request_t *req);
+/* Frees the communicator's streams and staging buffers. */
+void agg__stage_comm_free(agg_comm_t *comm);
 
 /* Frees the requests kept for reuse and those still queued (comm teardown). */
 void agg__comm_requests_free(agg_comm_t *comm);

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "agg/gpu.h"
 #include "agg/log.h"
 
 struct agg_mem_reg {
@@ -28,6 +29,7 @@ struct agg_mem_reg {
     size_t         length;
     agg_mem_type_t mem;
     int            locked; /* mlock succeeded */
+    int            dmabuf; /* device memory exported for GPU-direct, or -1 */
     unsigned       refs;   /* 0: cached, not held */
     uint64_t       used;   /* LRU clock of the last registration */
 };
@@ -38,6 +40,7 @@ typedef struct agg__rcache {
     agg_mem_reg_t *regs[AGG__RCACHE_MAX];
     unsigned       num;
     uint64_t       clock;
+    int            gdr;    /* SHARP_COLL_ENABLE_GPU_DIRECT_RDMA */
     agg_mem_stats_t stats;
 } agg__rcache_t;
 
@@ -91,6 +94,9 @@ static void agg__reg_release(agg_mem_reg_t *r)
     if (r->locked) {
         munlock((void *)r->start, r->length);
     }
+    if (r->dmabuf >= 0) {
+        close(r->dmabuf);
+    }
     free(r);
 }
 
@@ -142,32 +148,87 @@ static int agg__host_mapped(uintptr_t start, size_t length)
     return 1;
 }
 
+/*
+ * Device memory: it must be the runtime's, and with GPU-direct allowed it is
+ * exported as a dma-buf for a transport that can import one (*fd). The
+ * shared-memory transport cannot, so its data is staged either way.
+ */
+static agg_status_t agg__reg_device(const agg__rcache_t *rc, uintptr_t start, size_t length,
+                                    agg_mem_type_t mem, int *fd)
+{
+    const agg_gpu_ops_t *o = agg_gpu_ops();
+    agg_gpu_ptr_t q;
+    uint64_t off;
+
+    if ((unsigned)mem > AGG_MEM_ROCM) {
+        agg__set_last_error("agg_mem_register: memory type %d is not host, CUDA or ROCm",
+                            (int)mem);
+        return AGG_ERR_INVALID_PARAM;
+    }
+    if (o == NULL || o->mem_type != (int)mem) {
+        agg__set_last_error("agg_mem_register: %s memory, but %s", mem == AGG_MEM_CUDA ?
+                            "CUDA" : "ROCm", o == NULL ? agg_gpu_why() :
+                            "the GPU backend loaded is the other vendor's");
+        return AGG_ERR_NOT_SUPPORTED;
+    }
+    if (agg_gpu_query((const void *)start, &q) != 0 ||
+        (q.mem != AGG_GPU_MEM_DEVICE && q.mem != AGG_GPU_MEM_MANAGED) ||
+        (q.size > 0 && (start < q.base || start + length > q.base + q.size))) {
+        agg__set_last_error("agg_mem_register: [0x%lx, +%zu) is not one %s allocation",
+                            (unsigned long)start, length, o->name);
+        return AGG_ERR_INVALID_PARAM;
+    }
+    if (rc->gdr == 0 || q.mem != AGG_GPU_MEM_DEVICE) {
+        return AGG_OK;
+    }
+    if (o->dmabuf_export((const void *)start, length, fd, &off) != 0) {
+        *fd = -1;
+        if (rc->gdr == 1) {
+            agg__set_last_error("agg_mem_register: SHARP_COLL_ENABLE_GPU_DIRECT_RDMA=1 but "
+                                "device memory cannot be exported as a dma-buf: %s",
+                                o->error());
+            return AGG_ERR_NOT_SUPPORTED;
+        }
+        agg_debug("no dma-buf for device memory (%s): staged", o->error());
+    }
+    return AGG_OK;
+}
+
 static agg_status_t agg__reg_new(agg__rcache_t *rc, uintptr_t start, size_t length,
                                  agg_mem_type_t mem, agg_mem_reg_t **out)
 {
     agg_mem_reg_t *r;
     unsigned at;
 
+    int fd = -1;
+    agg_status_t st;
+
     if (mem != AGG_MEM_HOST) {
-        return AGG_ERR_NOT_SUPPORTED; /* no GPU backend in this build */
-    }
-    if (!agg__host_mapped(start, length)) {
+        st = agg__reg_device(rc, start, length, mem, &fd);
+        if (st != AGG_OK) {
+            return st;
+        }
+    } else if (!agg__host_mapped(start, length)) {
         agg__set_last_error("agg_mem_register: [0x%lx, +%zu) is not mapped memory",
                             (unsigned long)start, length);
         return AGG_ERR_INVALID_PARAM;
     }
     r = calloc(1, sizeof(*r));
-    if (r == NULL) {
-        return AGG_ERR_NO_MEMORY;
-    }
-    if (agg__rcache_room(rc) != AGG_OK) {
+    if (r == NULL || agg__rcache_room(rc) != AGG_OK) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        st = r == NULL ? AGG_ERR_NO_MEMORY : AGG_ERR_NO_RESOURCE;
         free(r);
-        return AGG_ERR_NO_RESOURCE;
+        return st;
     }
     r->start  = start;
     r->length = length;
     r->mem    = mem;
-    r->locked = mlock((void *)start, length) == 0; /* best effort: RLIMIT_MEMLOCK */
+    r->dmabuf = fd;
+    rc->stats.dmabuf += fd >= 0;
+    /* best effort: RLIMIT_MEMLOCK */
+    r->locked = mem == AGG_MEM_HOST && mlock((void *)start, length) == 0;
     rc->stats.locked_bytes += r->locked ? length : 0;
     at = agg__rcache_lower(rc, start);
     memmove(&rc->regs[at + 1], &rc->regs[at], (rc->num - at) * sizeof(rc->regs[0]));
@@ -192,10 +253,17 @@ agg_status_t agg_mem_register(agg_context_t *ctx, const void *addr, size_t lengt
     }
     start = (uintptr_t)addr & ~(uintptr_t)(page - 1);
     end   = ((uintptr_t)addr + length + page - 1) & ~(uintptr_t)(page - 1);
+    if (mem != AGG_MEM_HOST) {
+        start = (uintptr_t)addr; /* a device allocation need not start on a host page */
+        end   = start + length;
+    }
     agg__ctx_lock(ctx);
     rc = ctx->rcache;
     if (rc == NULL) {
         rc = ctx->rcache = calloc(1, sizeof(*rc));
+        if (rc != NULL) {
+            rc->gdr = (int)agg_conf_int(&ctx->conf, AGG_CONF_GPU_DIRECT_RDMA);
+        }
     }
     if (rc == NULL) {
         st = AGG_ERR_NO_MEMORY;

@@ -92,20 +92,20 @@ static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
     lo = off > req->src_lo ? off : req->src_lo;
     hi = off + k < req->src_hi ? off + k : req->src_hi;
     if (lo < hi) {
-        e->f.src     = req->src + (lo - req->src_lo) * req->esize;
+        e->f.src     = agg__stage_src(req, lo);
         e->f.src_off = (uint32_t)(lo - off);
         e->f.src_len = (uint32_t)(hi - lo);
-        e->f.src_mem = req->spec.sbuf_mem;
+        e->f.src_mem = AGG_MEM_HOST; /* device buffers are staged */
     } else {
         e->f.empty = 1;
     }
     lo = off > req->dst_lo ? off : req->dst_lo;
     hi = off + k < req->dst_hi ? off + k : req->dst_hi;
     if (lo < hi) {
-        e->f.dst     = req->dst + (lo - req->dst_lo) * req->esize;
+        e->f.dst     = agg__stage_dst(req, lo);
         e->f.dst_off = (uint32_t)(lo - off);
         e->f.dst_len = (uint32_t)(hi - lo);
-        e->f.dst_mem = req->spec.rbuf_mem;
+        e->f.dst_mem = AGG_MEM_HOST;
     }
 }
 
@@ -120,6 +120,7 @@ void agg__request_abandon(agg_request_t *req, agg_status_t why)
     agg__group_t *grp = req->grp;
     uint64_t n;
 
+    agg__stage_abandon(req);
     req->abandoned = 1;
     req->status    = why;
     for (n = grp->done_n + 1; n <= grp->next_n; ++n) {
@@ -220,6 +221,9 @@ static void agg__request_fall_back(agg_request_t *req, agg_status_t why)
     comm->sat_fallback_logged = 1;
     req->why_llt = why;
     agg__request_route(req, &comm->llt);
+    if (req->stage.gd != NULL) {
+        agg__stage_start(req); /* nothing was staged yet: it ran only once locked */
+    }
     req->state = AGG__REQ_RUNNING;
 }
 
@@ -253,8 +257,8 @@ static void agg__deliver(agg__group_t *grp, agg__frag_t *e, agg_status_t st)
     if (st != AGG_OK && req->status == AGG_OK && !req->abandoned) {
         req->status = st;
     }
-    if (++req->done == req->nfrags) {
-        agg__request_finish(req);
+    if (++req->done == req->nfrags && req->stage.gd == NULL) {
+        agg__request_finish(req); /* a staged one once its results are copied out */
     }
 }
 
@@ -345,10 +349,17 @@ static unsigned agg__schedule(agg_comm_t *comm)
         if (r->state != AGG__REQ_RUNNING) {
             break; /* its group is not known yet: nobody behind it may take numbers */
         }
+        if (r->stage.gd != NULL) {
+            steps += agg__stage_step(r);
+            if (r->done == r->nfrags && agg__stage_drained(r)) {
+                agg__request_finish(r);
+                continue;
+            }
+        }
         if (r->grp == sat ? blocked_sat : blocked_llt) {
             continue;
         }
-        while (r->assigned < r->nfrags && !agg__group_full(r->grp)) {
+        while (r->assigned < agg__stage_assignable(r) && !agg__group_full(r->grp)) {
             agg__assign_data(r->grp, r);
             steps++;
             /* the batch's last operation: the lock goes back once it completes */
@@ -364,7 +375,7 @@ static unsigned agg__schedule(agg_comm_t *comm)
                 blocked_llt = 1;
             }
         }
-        if (r->nfrags == 0) {
+        if (r->nfrags == 0 && r->state != AGG__REQ_DONE) {
             agg__request_finish(r); /* a bare lock request, or nothing to reduce */
         }
     }
@@ -424,6 +435,9 @@ void agg__request_start(agg_request_t *req, agg__group_t *grp)
     req->seen_ms    = 0;
     req->waited_ms  = 0;
     agg__request_route(req, grp);
+    if (req->stage.gd != NULL) {
+        agg__stage_start(req);
+    }
     if (comm->tail != NULL) {
         comm->tail->next = req;
     } else {

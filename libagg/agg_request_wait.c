@@ -8,6 +8,8 @@
  */
 #include "agg_internal.h"
 
+#include <sched.h>
+
 #include <unistd.h>
 
 #include "agg/log.h"
@@ -153,7 +155,9 @@ static agg_status_t agg__request_wait(agg_request_t *req)
             return AGG_ERR_TIMEOUT;
         }
         grp = agg__wait_group(req);
-        if (grp != NULL) {
+        if (agg__stage_busy(req)) {
+            sched_yield(); /* a copy engine, not a peer, is what we wait for */
+        } else if (grp != NULL) {
             grp->tl->idle(grp->tl_priv, &agg__ring(grp, grp->done_n + 1)->f);
         } else {
             usleep(20); /* a lock request waits for its retry time */

@@ -541,7 +541,7 @@ static const type_pin_t msg_types[] = {MSG_TYPES(TYPE)};
     X(AGG_ERR_NO_MEMORY, -102) X(AGG_ERR_INVALID_PARAM, -103)                  \
     X(AGG_ERR_IO, -104) X(AGG_ERR_TIMEOUT, -105) X(AGG_ERR_CONFIG, -106)       \
     X(AGG_ERR_PARSE, -107) X(AGG_ERR_NOT_FOUND, -108) X(AGG_ERR_OOB, -109)     \
-    X(AGG_ERR_SHUTDOWN, -110)                                                  \
+    X(AGG_ERR_SHUTDOWN, -110) X(AGG_ERR_DEVICE, -111)                          \
     X(AGG_ERR_SESSION_INIT, -200) X(AGG_ERR_PROTOCOL, -201)                    \
     X(AGG_ERR_VERSION, -202) X(AGG_ERR_JOB_CREATE, -203)                       \
     X(AGG_ERR_NO_JOB, -204) X(AGG_ERR_NO_SWITCHSIM, -205)                      \

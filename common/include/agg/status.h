@@ -23,6 +23,7 @@ typedef enum agg_status {
     AGG_ERR_NOT_FOUND         = -108,
     AGG_ERR_OOB               = -109,
     AGG_ERR_SHUTDOWN          = -110,
+    AGG_ERR_DEVICE            = -111, /* a GPU runtime call failed */
 
     AGG_ERR_SESSION_INIT      = -200, /* cannot connect to the manager */
     AGG_ERR_PROTOCOL          = -201, /* malformed or unexpected message */

@@ -33,6 +33,11 @@ typedef enum agg_conf_id {
     AGG_CONF_REPRODUCIBLE,         /* AGG_REPRODUCIBLE */
     AGG_CONF_PLACEMENT,            /* AGG_PLACEMENT packed|spread */
     AGG_CONF_COLL_TIMEOUT_MS,      /* AGG_COLL_TIMEOUT_MS */
+    AGG_CONF_ENABLE_CUDA,          /* SHARP_COLL_ENABLE_CUDA -1 auto, 0, 1 */
+    AGG_CONF_GPU_DIRECT_RDMA,      /* SHARP_COLL_ENABLE_GPU_DIRECT_RDMA -1 auto, 0, 1 */
+    AGG_CONF_GPU_BACKEND,          /* AGG_GPU_BACKEND auto|cuda|rocm */
+    AGG_CONF_GPU_STAGE_CHUNK,      /* AGG_GPU_STAGE_CHUNK bytes per staging copy */
+    AGG_CONF_GPU_STAGE_DEPTH,      /* AGG_GPU_STAGE_DEPTH staging chunks in flight */
     /* hcoll_shim (HCOLL role) */
     AGG_CONF_HCOLL_ENABLE_SHARP,   /* HCOLL_ENABLE_SHARP 0..4 */
     AGG_CONF_HCOLL_SHARP_NP,       /* HCOLL_SHARP_NP */

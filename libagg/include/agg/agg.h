@@ -90,12 +90,27 @@ typedef struct agg_comm_spec {
     void           *oob_ctx;     /* the context's oob callbacks run on this */
 } agg_comm_spec_t;
 
-/* Where a buffer lives. */
+/*
+ * Where a buffer lives. Device buffers (and managed memory) are staged
+ * through pinned host buffers on their way to the tree, the copies
+ * pipelined with the aggregation. libagg asks the GPU runtime what every
+ * buffer is (cached by allocation), so a mislabelled one is still handled
+ * right; with no GPU backend loaded (SHARP_COLL_ENABLE_CUDA=0, or no
+ * runtime or device) a buffer declared CUDA or ROCm is refused with
+ * AGG_ERR_NOT_SUPPORTED and never read.
+ */
 typedef enum agg_mem_type {
     AGG_MEM_HOST = 0,
-    AGG_MEM_CUDA = 1,   /* not supported by this build: AGG_ERR_NOT_SUPPORTED */
+    AGG_MEM_CUDA = 1,
     AGG_MEM_ROCM = 2,
 } agg_mem_type_t;
+
+/*
+ * What p points to, as the loaded GPU backend says (AGG_MEM_HOST when none
+ * is loaded, for host and pinned host memory, and for NULL); *device (may be
+ * NULL) gets its device or -1. A backend is loaded by agg_context_init.
+ */
+AGG_API agg_mem_type_t agg_mem_query(const void *p, int *device);
 
 /* Which tree an operation uses (SHARP's aggregation mode). */
 typedef enum agg_aggr_mode {
@@ -314,7 +329,11 @@ AGG_API int agg_comm_has_sat(const agg_comm_t *comm);
  * and a deregistered buffer stays cached (up to 256 registrations, least
  * recently used unheld ones evicted first). Host memory is checked to be
  * mapped (AGG_ERR_INVALID_PARAM otherwise) and locked in RAM where
- * RLIMIT_MEMLOCK allows. Registration is optional for the collectives.
+ * RLIMIT_MEMLOCK allows. Device memory (AGG_MEM_CUDA/ROCM) must be one
+ * allocation of the loaded GPU backend's; with
+ * SHARP_COLL_ENABLE_GPU_DIRECT_RDMA not 0 it is exported as a dma-buf for a
+ * transport that imports one (agg_mem_stats_t.dmabuf counts them; =1 makes
+ * a failed export an error). Registration is optional for the collectives.
  */
 typedef struct agg_mem_reg agg_mem_reg_t;
 
@@ -325,6 +344,7 @@ typedef struct agg_mem_stats {
     uint64_t locked_bytes; /* bytes locked in RAM, over all registrations made */
     uint32_t cached;       /* registrations in the cache now */
     uint32_t held;         /* of which registered and not yet deregistered */
+    uint64_t dmabuf;       /* device registrations exported as dma-buf (GPU-direct) */
 } agg_mem_stats_t;
 
 AGG_API agg_status_t agg_mem_register(agg_context_t *ctx, const void *addr, size_t length,
