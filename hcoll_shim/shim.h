@@ -175,6 +175,34 @@ int shim_hier_barrier(shim_comm_t *sc);
 /* sc's scratch buffer of at least `bytes`, or NULL. */
 void *shim_scratch(shim_comm_t *sc, size_t bytes);
 
+/* Where a reduce / bcast goes on sc (shim_coll.c). */
+shim_route_t shim_reduce_route(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
+                               MPI_Op op, int root, shim_comm_t *sc, agg_reduce_spec_t *spec,
+                               shim_why_t *why);
+shim_route_t shim_bcast_route(int count, MPI_Datatype dtype, int root, shim_comm_t *sc,
+                              shim_why_t *why);
+
+/*
+ * Device buffers (shim_gpu.c). shim_gpu_dev: p is device or managed memory
+ * of the loaded GPU backend (0 when none is loaded). The others run a call
+ * that has a device buffer; request NULL for the blocking form.
+ */
+struct agg_conf;
+void shim_gpu_setup(const struct agg_conf *conf);
+void shim_gpu_cleanup(void);
+int shim_gpu_dev(const void *p);
+agg_mem_type_t shim_gpu_mem(const void *p);
+int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                       MPI_Comm comm, MPI_Request *request);
+int shim_gpu_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                    int root, MPI_Comm comm, MPI_Request *request);
+int shim_gpu_bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_Comm comm,
+                   MPI_Request *request);
+int shim_gpu_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                       MPI_Datatype rtype, MPI_Comm comm);
+int shim_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dtype,
+                                  MPI_Op op, MPI_Comm comm);
+
 /* Prints the AGG_STATS lines (rank 0, MPI_Finalize). */
 void shim_stats_print(void);
 

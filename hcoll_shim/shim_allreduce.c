@@ -173,6 +173,9 @@ SHIM_API int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype
     if (!shim.on) {
         return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
     }
+    if (shim_gpu_dev(sbuf) || shim_gpu_dev(rbuf)) {
+        return shim_gpu_allreduce(sbuf, rbuf, count, dtype, op, comm, NULL);
+    }
     r = shim_route_args(dtype, op, count, &why);
     if (r == SHIM_ROUTE_NET) {
         sc = shim_comm_get(comm);
@@ -223,6 +226,9 @@ SHIM_API int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
 
     if (!shim.on) {
         return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
+    }
+    if (shim_gpu_dev(sbuf) || shim_gpu_dev(rbuf)) {
+        return shim_gpu_allreduce(sbuf, rbuf, count, dtype, op, comm, request);
     }
     sc = shim_comm_peek(comm);
     if (shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec, &why) ==

@@ -112,9 +112,9 @@ static int shim_start(shim_comm_t *sc, agg_coll_type_t coll, agg_status_t posted
 
 /* ---- reduce ------------------------------------------------------------ */
 
-static shim_route_t shim_reduce_route(const void *sbuf, void *rbuf, int count,
-                                      MPI_Datatype dtype, MPI_Op op, int root, shim_comm_t *sc,
-                                      agg_reduce_spec_t *spec, shim_why_t *why)
+shim_route_t shim_reduce_route(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
+                               MPI_Op op, int root, shim_comm_t *sc, agg_reduce_spec_t *spec,
+                               shim_why_t *why)
 {
     shim_route_t r;
 
@@ -145,6 +145,9 @@ SHIM_API int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt
 
     if (!shim.on) {
         return PMPI_Reduce(sbuf, rbuf, count, dtype, op, root, comm);
+    }
+    if (shim_gpu_dev(sbuf) || shim_gpu_dev(rbuf)) {
+        return shim_gpu_reduce(sbuf, rbuf, count, dtype, op, root, comm, NULL);
     }
     r = shim_route_args(dtype, op, count, &why);
     if (r == SHIM_ROUTE_NET) {
@@ -184,6 +187,9 @@ SHIM_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype d
     if (!shim.on) {
         return PMPI_Ireduce(sbuf, rbuf, count, dtype, op, root, comm, request);
     }
+    if (shim_gpu_dev(sbuf) || shim_gpu_dev(rbuf)) {
+        return shim_gpu_reduce(sbuf, rbuf, count, dtype, op, root, comm, request);
+    }
     sc = shim_comm_peek(comm);
     if (shim_reduce_route(sbuf, rbuf, count, dtype, op, root, sc, &spec, &why) ==
         SHIM_ROUTE_NET) {
@@ -199,8 +205,8 @@ SHIM_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype d
 
 /* ---- bcast ------------------------------------------------------------- */
 
-static shim_route_t shim_bcast_route(int count, MPI_Datatype dtype, int root,
-                                     shim_comm_t *sc, shim_why_t *why)
+shim_route_t shim_bcast_route(int count, MPI_Datatype dtype, int root, shim_comm_t *sc,
+                              shim_why_t *why)
 {
     if (sc != NULL && (root < 0 || root >= sc->size)) {
         *why = SHIM_WHY_NONE; /* MPI reports the error */
@@ -221,6 +227,9 @@ SHIM_API int MPI_Bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_C
 
     if (!shim.on) {
         return PMPI_Bcast(buf, count, dtype, root, comm);
+    }
+    if (shim_gpu_dev(buf)) {
+        return shim_gpu_bcast(buf, count, dtype, root, comm, NULL);
     }
     if (bytes > 0) {
         sc = shim_comm_get(comm);
@@ -268,6 +277,9 @@ SHIM_API int MPI_Ibcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_
 
     if (!shim.on) {
         return PMPI_Ibcast(buf, count, dtype, root, comm, request);
+    }
+    if (shim_gpu_dev(buf)) {
+        return shim_gpu_bcast(buf, count, dtype, root, comm, request);
     }
     if (bytes > 0) {
         r = shim_bcast_route(count, dtype, root, sc, &why);
@@ -372,6 +384,9 @@ SHIM_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     if (!shim.on) {
         return PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm);
     }
+    if (shim_gpu_dev(sbuf) || shim_gpu_dev(rbuf)) {
+        return shim_gpu_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm);
+    }
     r = shim_route_args(dtype, op, rcount, &why);
     if (r == SHIM_ROUTE_NET) {
         sc = shim_comm_get(comm);
@@ -423,6 +438,9 @@ SHIM_API int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, voi
 
     if (!shim.on) {
         return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+    }
+    if (shim_gpu_dev(sbuf) || shim_gpu_dev(rbuf)) {
+        return shim_gpu_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
     }
     if (!in_place && shim_sig_bytes(stype, scount) != bytes) {
         bytes = -1; /* the two sides' signatures differ: MPI reports it */

@@ -107,6 +107,7 @@ static void shim_settings(void)
         mine[STATS]   = agg_conf_int(&conf, AGG_CONF_STATS);
         /* a shared-memory level in HCOLL's hierarchy: ranks of a host may elect a leader */
         mine[SBGP]    = strstr(agg_conf_str(&conf, AGG_CONF_HCOLL_SBGP), "basesm") != NULL;
+        shim_gpu_setup(&conf);
         if (shim.world_rank == 0) {
             agg_conf_check_env(environ, shim_warn_env, NULL);
         }
@@ -269,6 +270,7 @@ SHIM_API int MPI_Finalize(void)
         PMPI_Comm_free(&shim_world_oob);
     }
     shim_host_cleanup();
+    shim_gpu_cleanup();
     PMPI_Comm_free_keyval(&shim.keyval);
     shim.on = 0;
     return PMPI_Finalize();

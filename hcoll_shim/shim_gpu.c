@@ -1,0 +1,334 @@
+/*
+ * Device buffers in the intercepted collectives. Allreduce, reduce and
+ * bcast of a contiguous predefined type go to the network with their
+ * buffers marked as device memory, and libagg stages them (pipelined).
+ * Whatever cannot go there runs where it would for host buffers: on an
+ * Open MPI that takes device memory (CUDA-aware), with the device
+ * pointers; otherwise through host copies of the buffers, re-entering the
+ * same call, so that every rank takes the same path and algorithm whatever
+ * memory its buffers are in.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/conf.h"
+#include "agg/gpu.h"
+#include "agg/log.h"
+#include "shim.h"
+
+static const agg_gpu_ops_t *shim_gpu;
+static int shim_gpu_mpi_aware; /* Open MPI takes device pointers itself */
+
+/* A thread's staging buffers: pinned, grown as needed. */
+static __thread void  *shim_gpu_buf[2];
+static __thread size_t shim_gpu_len[2];
+/* copies on the current device's default stream: right whichever device is current */
+#define shim_gpu_stream NULL
+
+void shim_gpu_setup(const agg_conf_t *conf)
+{
+    static const char *const names[] = {"auto", "cuda", "rocm"};
+    long long which = agg_conf_int(conf, AGG_CONF_GPU_BACKEND);
+    int (*aware)(void);
+
+    agg_gpu_load((int)agg_conf_int(conf, AGG_CONF_ENABLE_CUDA),
+                 names[which >= 0 && which < 3 ? which : 0], &shim_gpu);
+    if (shim_gpu == NULL) {
+        return;
+    }
+    *(void **)&aware = dlsym(RTLD_DEFAULT, "MPIX_Query_cuda_support");
+    shim_gpu_mpi_aware = shim_gpu->mem_type == AGG_MEM_CUDA && aware != NULL && aware() == 1;
+    agg_debug("GPU buffers through %s; Open MPI %s device memory", shim_gpu->name,
+              shim_gpu_mpi_aware ? "takes" : "does not take");
+}
+
+int shim_gpu_dev(const void *p)
+{
+    agg_gpu_ptr_t q;
+
+    if (shim_gpu == NULL || p == NULL || p == MPI_IN_PLACE || agg_gpu_query(p, &q) != 0) {
+        return 0;
+    }
+    return q.mem == AGG_GPU_MEM_DEVICE || q.mem == AGG_GPU_MEM_MANAGED;
+}
+
+agg_mem_type_t shim_gpu_mem(const void *p)
+{
+    return shim_gpu_dev(p) ? (agg_mem_type_t)shim_gpu->mem_type : AGG_MEM_HOST;
+}
+
+void shim_gpu_cleanup(void)
+{
+    int i;
+
+    for (i = 0; shim_gpu != NULL && i < 2; ++i) {
+        if (shim_gpu_buf[i] != NULL) {
+            shim_gpu->host_free(shim_gpu_buf[i]);
+            shim_gpu_buf[i] = NULL;
+            shim_gpu_len[i] = 0;
+        }
+    }
+}
+
+/* The bytes count elements of dtype span, and where they start from buf. */
+static size_t shim_gpu_span(MPI_Datatype dtype, int count, MPI_Aint *lb)
+{
+    MPI_Aint tlb, text, l, ext;
+
+    if (count <= 0 || PMPI_Type_get_true_extent(dtype, &tlb, &text) != MPI_SUCCESS ||
+        PMPI_Type_get_extent(dtype, &l, &ext) != MPI_SUCCESS) {
+        *lb = 0;
+        return 0;
+    }
+    *lb = tlb;
+    return (size_t)(text + (MPI_Aint)(count - 1) * ext);
+}
+
+static void shim_gpu_die(const char *what)
+{
+    agg_error("%s: %s", what, shim_gpu->error());
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Staging buffer i holding the span of count x dtype at buf (copied in when `in`). */
+static void *shim_gpu_in(int i, const void *buf, int count, MPI_Datatype dtype, int in)
+{
+    MPI_Aint lb;
+    size_t len = shim_gpu_span(dtype, count, &lb);
+
+    if (len > shim_gpu_len[i]) {
+        if (shim_gpu_buf[i] != NULL) {
+            shim_gpu->host_free(shim_gpu_buf[i]);
+        }
+        shim_gpu_len[i] = 0;
+        if (shim_gpu->host_alloc(&shim_gpu_buf[i], len) != 0) {
+            shim_gpu_buf[i] = NULL;
+            shim_gpu_die("pinned staging buffer"); /* going on alone would split the ranks */
+        }
+        shim_gpu_len[i] = len;
+    }
+    if (in && len > 0 &&
+        (shim_gpu->memcpy_async(shim_gpu_buf[i], (const char *)buf + lb, len, shim_gpu_stream) != 0 ||
+         shim_gpu->stream_sync(shim_gpu_stream) != 0)) {
+        shim_gpu_die("copying a device buffer to the host");
+    }
+    return (char *)shim_gpu_buf[i] - lb;
+}
+
+/* Copies staging buffer i back to the device buffer. */
+static void shim_gpu_out(int i, void *buf, int count, MPI_Datatype dtype)
+{
+    MPI_Aint lb;
+    size_t len = shim_gpu_span(dtype, count, &lb);
+
+    if (len > 0 &&
+        (shim_gpu->memcpy_async((char *)buf + lb, shim_gpu_buf[i], len, shim_gpu_stream) != 0 ||
+         shim_gpu->stream_sync(shim_gpu_stream) != 0)) {
+        shim_gpu_die("copying a result to the device buffer");
+    }
+}
+
+/* A non-blocking call done at once: a request that is already complete. */
+static int shim_gpu_nop_query(void *s, MPI_Status *st)
+{
+    PMPI_Status_set_elements(st, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(st, 0);
+    st->MPI_SOURCE = MPI_UNDEFINED;
+    st->MPI_TAG    = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+
+static int shim_gpu_nop_free(void *s)
+{
+    return MPI_SUCCESS;
+}
+
+static int shim_gpu_nop_cancel(void *s, int done)
+{
+    return MPI_SUCCESS;
+}
+
+static int shim_gpu_done(int rc, MPI_Request *request)
+{
+    if (request != NULL && rc == MPI_SUCCESS) {
+        rc = PMPI_Grequest_start(shim_gpu_nop_query, shim_gpu_nop_free, shim_gpu_nop_cancel,
+                                 NULL, request);
+        if (rc == MPI_SUCCESS) {
+            rc = PMPI_Grequest_complete(*request);
+        }
+    }
+    return rc;
+}
+
+/*
+ * The network, when the call can go there as it is: AGG_OK (done, or
+ * posted on *request), else an error and the caller stages.
+ */
+static agg_status_t shim_gpu_net(agg_coll_type_t coll, shim_comm_t *sc, agg_reduce_spec_t *spec,
+                                 MPI_Request *request, int *posted)
+{
+    agg_request_t *req = NULL;
+    agg_status_t st;
+
+    spec->sbuf_mem = shim_gpu_mem(spec->sbuf);
+    spec->rbuf_mem = shim_gpu_mem(spec->rbuf);
+    st = coll == AGG_COLL_ALLREDUCE ? agg_iallreduce(sc->agg, spec, &req)
+                                    : agg_ireduce(sc->agg, spec, &req);
+    *posted = st == AGG_OK;
+    if (st != AGG_OK) {
+        return st; /* the arguments: alike on every rank, nothing written */
+    }
+    if (request != NULL) {
+        shim_ireq_start(sc, coll, req, NULL, request);
+        return AGG_OK;
+    }
+    return shim_net_wait(coll, req);
+}
+
+int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                       MPI_Comm comm, MPI_Request *request)
+{
+    agg_reduce_spec_t spec;
+    shim_comm_t *sc = request != NULL ? shim_comm_peek(comm) : shim_comm_get(comm);
+    shim_why_t why;
+    void *hs, *hr;
+    int rc, posted = 0;
+
+    if (shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec, &why) ==
+            SHIM_ROUTE_NET && !sc->hier) {
+        if (shim_gpu_net(AGG_COLL_ALLREDUCE, sc, &spec, request, &posted) == AGG_OK) {
+            return MPI_SUCCESS;
+        }
+        if (posted && sbuf == MPI_IN_PLACE) {
+            /* some results may be in rbuf already: its input is gone (as on the host) */
+            agg_error("in-place allreduce of a device buffer failed in the network");
+            shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
+            PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
+            return MPI_ERR_INTERN;
+        }
+    }
+    if (shim_gpu_mpi_aware) {
+        shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
+        return request != NULL ? PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request)
+                               : PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
+    }
+    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, count, dtype, 1);
+    hr = shim_gpu_in(1, rbuf, count, dtype, sbuf == MPI_IN_PLACE);
+    rc = MPI_Allreduce(hs, hr, count, dtype, op, comm);
+    if (rc == MPI_SUCCESS) {
+        shim_gpu_out(1, rbuf, count, dtype);
+    }
+    return shim_gpu_done(rc, request);
+}
+
+int shim_gpu_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                    int root, MPI_Comm comm, MPI_Request *request)
+{
+    agg_reduce_spec_t spec;
+    shim_comm_t *sc = request != NULL ? shim_comm_peek(comm) : shim_comm_get(comm);
+    shim_why_t why;
+    void *hs, *hr = NULL;
+    int rc, me = -1, posted;
+
+    PMPI_Comm_rank(comm, &me);
+    if (shim_reduce_route(sbuf, rbuf, count, dtype, op, root, sc, &spec, &why) ==
+            SHIM_ROUTE_NET && sbuf != MPI_IN_PLACE &&
+        shim_gpu_net(AGG_COLL_REDUCE, sc, &spec, request, &posted) == AGG_OK) {
+        return MPI_SUCCESS;
+    }
+    if (shim_gpu_mpi_aware) {
+        shim_count(AGG_COLL_REDUCE, SHIM_PATH_MPI, why);
+        return request != NULL ? PMPI_Ireduce(sbuf, rbuf, count, dtype, op, root, comm, request)
+                               : PMPI_Reduce(sbuf, rbuf, count, dtype, op, root, comm);
+    }
+    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, count, dtype, 1);
+    if (me == root) {
+        hr = shim_gpu_in(1, rbuf, count, dtype, sbuf == MPI_IN_PLACE);
+    }
+    rc = MPI_Reduce(hs, hr, count, dtype, op, root, comm);
+    if (rc == MPI_SUCCESS && me == root) {
+        shim_gpu_out(1, rbuf, count, dtype);
+    }
+    return shim_gpu_done(rc, request);
+}
+
+int shim_gpu_bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_Comm comm,
+                   MPI_Request *request)
+{
+    long long bytes = shim_dtype_bytes(dtype, count);
+    shim_comm_t *sc = request != NULL ? shim_comm_peek(comm) : shim_comm_get(comm);
+    agg_data_spec_t spec = {.rbuf = buf, .bytes = (size_t)bytes, .root = root};
+    agg_request_t *req = NULL;
+    shim_why_t why;
+    void *hb;
+    int rc, me = -1;
+
+    PMPI_Comm_rank(comm, &me);
+    if (bytes > 0 && shim_bcast_route(count, dtype, root, sc, &why) == SHIM_ROUTE_NET &&
+        !sc->hier) {
+        spec.rbuf_mem = shim_gpu_mem(buf);
+        if (agg_ibcast(sc->agg, &spec, &req) == AGG_OK) {
+            if (request != NULL) {
+                shim_ireq_start(sc, AGG_COLL_BCAST, req, NULL, request);
+                return MPI_SUCCESS;
+            }
+            if (shim_net_wait(AGG_COLL_BCAST, req) == AGG_OK) {
+                return MPI_SUCCESS;
+            }
+        }
+    }
+    if (shim_gpu_mpi_aware) {
+        shim_count(AGG_COLL_BCAST, SHIM_PATH_MPI, SHIM_WHY_NONE);
+        return request != NULL ? PMPI_Ibcast(buf, count, dtype, root, comm, request)
+                               : PMPI_Bcast(buf, count, dtype, root, comm);
+    }
+    hb = shim_gpu_in(0, buf, count, dtype, me == root);
+    rc = MPI_Bcast(hb, count, dtype, root, comm);
+    if (rc == MPI_SUCCESS && me != root) {
+        shim_gpu_out(0, buf, count, dtype);
+    }
+    return shim_gpu_done(rc, request);
+}
+
+int shim_gpu_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                       MPI_Datatype rtype, MPI_Comm comm)
+{
+    int size = 1, rc;
+    void *hs, *hr;
+
+    if (shim_gpu_mpi_aware) {
+        shim_count(AGG_COLL_ALLGATHER, SHIM_PATH_MPI, SHIM_WHY_NONE);
+        return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+    }
+    PMPI_Comm_size(comm, &size);
+    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, scount, stype, 1);
+    hr = shim_gpu_in(1, rbuf, rcount * size, rtype, sbuf == MPI_IN_PLACE);
+    rc = MPI_Allgather(hs, scount, stype, hr, rcount, rtype, comm);
+    if (rc == MPI_SUCCESS) {
+        shim_gpu_out(1, rbuf, rcount * size, rtype);
+    }
+    return rc;
+}
+
+int shim_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dtype,
+                                  MPI_Op op, MPI_Comm comm)
+{
+    int size = 1, rc;
+    void *hs, *hr;
+
+    if (shim_gpu_mpi_aware) {
+        shim_count(AGG_COLL_REDUCE_SCATTER, SHIM_PATH_MPI, SHIM_WHY_NONE);
+        return PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm);
+    }
+    PMPI_Comm_size(comm, &size);
+    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, rcount * size, dtype, 1);
+    /* in place, rbuf holds every block on entry */
+    hr = shim_gpu_in(1, rbuf, sbuf == MPI_IN_PLACE ? rcount * size : rcount, dtype,
+                     sbuf == MPI_IN_PLACE);
+    rc = MPI_Reduce_scatter_block(hs, hr, rcount, dtype, op, comm);
+    if (rc == MPI_SUCCESS) {
+        shim_gpu_out(1, rbuf, rcount, dtype);
+    }
+    return rc;
+}
