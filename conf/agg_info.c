@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agg/gpu.h"
 #include "agg/sock.h"
 
 #define AGG__INFO_VERSION "agg 0.1"
@@ -21,7 +22,7 @@ extern char **environ;
 static void agg__info_usage(FILE *out)
 {
     fprintf(out,
-            "usage: agg_info [-c [-s SCOPE[,SCOPE...]] [-f FILE]] [-S] [-h]\n"
+            "usage: agg_info [-c [-s SCOPE[,SCOPE...]] [-f FILE]] [-S] [-g] [-h]\n"
             "  -c          print every setting: value, where it came from, and doc\n"
             "  -S          ask the running aggmgr (am_addr / $AGG_AM_ADDR) for its fabric\n"
             "              and its switchsim's counters: is anything being offloaded?\n"
@@ -30,6 +31,9 @@ static void agg__info_usage(FILE *out)
             "  -f FILE     read FILE (libconfig) instead of $AGG_CONFIG_FILE (implies -c)\n"
             "  -e WHICH    write the example settings file WHICH (aggmgr or libagg) at its\n"
             "              defaults: what conf/aggmgr.conf and conf/libagg.conf hold\n"
+            "  -g, --gpu   GPU devices: backend, pointer attributes, device memory from\n"
+            "              the host (large BAR), dma-buf export, pinned copy rates, and\n"
+            "              what to change for each problem found\n"
             "  -h          this help\n"
             "Settings resolve as default < file < environment. Integers take\n"
             "decimal or 0x hex and a k/m/g/t suffix (powers of 1024).\n");
@@ -164,12 +168,19 @@ int main(int argc, char **argv)
     const char *file = NULL;
     int show_conf    = 0;
     int show_stats   = 0;
+    int show_gpu     = 0;
+    static const struct option longs[] = {{"gpu", no_argument, NULL, 'g'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
     agg_conf_t conf;
     char err[1024];
     int opt;
 
-    while ((opt = getopt(argc, argv, "chs:f:Se:")) != -1) {
+    while ((opt = getopt_long(argc, argv, "chs:f:Se:g", longs, NULL)) != -1) {
         switch (opt) {
+        case 'g':
+            show_gpu = 1;
+            break;
         case 'e':
             return agg__info_example(optarg);
         case 'S':
@@ -205,7 +216,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    if (!show_conf && !show_stats) {
+    if (!show_conf && !show_stats && !show_gpu) {
         printf("%s\n\n", AGG__INFO_VERSION);
         agg__info_usage(stdout);
         return 0;
@@ -215,6 +226,13 @@ int main(int argc, char **argv)
     if (agg_conf_load(&conf, file, environ, err, sizeof(err)) != AGG_OK) {
         fprintf(stderr, "agg_info: %s\n", err);
         return 1;
+    }
+    if (show_gpu) {
+        static const char *const names[] = {"auto", "cuda", "rocm"};
+        long long which = agg_conf_int(&conf, AGG_CONF_GPU_BACKEND);
+
+        return agg_gpu_report(stdout, (int)agg_conf_int(&conf, AGG_CONF_ENABLE_CUDA),
+                              names[which >= 0 && which < 3 ? which : 0]);
     }
     if (show_stats) {
         return agg__info_stats(&conf);

@@ -43,8 +43,9 @@ static int agg__gpu_open(const char *path, const agg_gpu_ops_t **ops)
     int count = 0;
 
     if (h == NULL) {
-        snprintf(agg__gpu_whynot + len, sizeof(agg__gpu_whynot) - len, "%s%s", len ? "; " : "",
-                 dlerror());
+        /* a backend that is there but cannot load lacks its runtime (the driver) */
+        snprintf(agg__gpu_whynot + len, sizeof(agg__gpu_whynot) - len, "%s%s: %s", len ? "; " : "",
+                 strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path, dlerror());
         return -1;
     }
     *(void **)&fn = dlsym(h, AGG_GPU_BACKEND_SYM);

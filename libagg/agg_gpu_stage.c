@@ -201,8 +201,11 @@ static agg_status_t agg__stage_where(const void *p, agg_mem_type_t declared, int
     }
     if (q.mem == AGG_GPU_MEM_DEVICE || q.mem == AGG_GPU_MEM_MANAGED) {
         *dev = q.device;
-    } else if (declared != AGG_MEM_HOST) {
-        agg_debug("a buffer declared as device memory is host memory; taken as host");
+    } else if (declared != AGG_MEM_HOST && q.mem == AGG_GPU_MEM_HOST) {
+        /* neither device nor pinned memory: a wrong pointer, never to be read */
+        agg__set_last_error("a buffer declared as %s memory is no allocation of the %s runtime",
+                            declared == AGG_MEM_CUDA ? "CUDA" : "ROCm", o->name);
+        return AGG_ERR_INVALID_PARAM;
     }
     return AGG_OK;
 }

@@ -144,6 +144,15 @@ void agg_gpu_forget(const void *p, size_t bytes);
 /* Runs fn with device dev current, then puts the caller's device back. */
 int agg_gpu_on_device(int dev, int (*fn)(void *arg), void *arg);
 
+/*
+ * agg_info --gpu (gpu/agg_gpu_info.c): loads a backend as want/which say
+ * and prints, per device, what works and a sentence for each problem with
+ * what to change. 0 when nothing is wrong (no GPU at all is not wrong
+ * unless want is ON).
+ */
+#include <stdio.h>
+int agg_gpu_report(FILE *out, int want, const char *which);
+
 #ifdef __cplusplus
 }
 #endif

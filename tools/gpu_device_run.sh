@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Everything GPU in one call on the device machine (the `device` tool runs it
+# in a copy of this tree, with .device-deps carried: tools/device_deps.sh
+# fetches it here first):
+#   bash tools/gpu_device_run.sh [build|check|bench|all]   (default all)
+# Builds with the CUDA backend, then checks device buffers through libagg and
+# through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
+# device switching between calls, and measures the kernels, the staged
+# allreduce against the pinned copy rate, and the host-buffer offload
+# against Open MPI. Logs go to $OUT (or /tmp/gpu-out); a summary is printed
+# last. Exit status: the number of failed steps.
+set -uo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+what=${1:-all}
+out=${OUT:-/tmp/gpu-out}
+build=${GPU_BUILD:-$here/build-gpu}
+mkdir -p "$out"
+summary=()
+failed=0
+
+step() { # name, command...: runs it with a time limit, logs it, records the outcome
+    local name=$1 t0=$SECONDS rc
+    shift
+    timeout "${STEP_TIMEOUT:-240}" "$@" >"$out/$name.log" 2>&1
+    rc=$?
+    summary+=("$(printf '%-28s %s (%ds)' "$name" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")" $((SECONDS - t0)))")
+    [ $rc -eq 0 ] || { failed=$((failed + 1)); tail -n 25 "$out/$name.log"; }
+    return $rc
+}
+
+deps() { # the Debian packages carried in .device-deps/debs
+    local sys=$here/.device-deps/root d
+    mkdir -p "$sys"
+    for d in "$here"/.device-deps/debs/*.deb; do dpkg -x "$d" "$sys"; done
+    export PKG_CONFIG_PATH=$sys/usr/lib/x86_64-linux-gnu/pkgconfig
+    export PKG_CONFIG_SYSROOT_DIR=$sys PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+    export LD_LIBRARY_PATH=$sys/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    SYS=$sys
+    PKGCONF=$(command -v pkg-config || echo "$sys/usr/bin/pkgconf")
+}
+
+do_build() {
+    deps
+    step configure cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DAGG_GPU_CUDA=ON -DAGG_GPU_ROCM=OFF -DAGG_CUDA_ARCHS=90 \
+        -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
+        -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" &&
+    step build cmake --build "$build" -j "$(nproc)"
+}
+
+mpirun_np() { # np: mpirun as the tests run it
+    local m=(mpirun -np "$1" --oversubscribe --mca btl self,vader)
+    [ "$(id -u)" = 0 ] && m+=(--allow-run-as-root)
+    printf '%s\n' "${m[@]}"
+}
+
+do_check() {
+    local bin=$build/bin np sat shim m
+    deps
+    shim=$build/lib/libhcoll_shim.so
+    step nvidia_smi nvidia-smi
+    step agg_info_gpu "$bin/agg_info" --gpu
+    step kernel_check "$bin/gpu_kernel_check" "$build/lib/libagg_gpu_cuda.so"
+    for np in 2 4; do
+        mapfile -t m < <(mpirun_np "$np")
+        for sat in 0 1; do
+            step "api_np${np}_sat$sat" "$bin/aggrun" -- "${m[@]}" -x SHARP_COLL_ENABLE_SAT=$sat \
+                -x SHARP_COLL_SAT_THRESHOLD=4096 "$bin/gpu_coll_check" -m api
+            step "mpi_np${np}_sat$sat" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
+                -x SHARP_COLL_ENABLE_SAT=$sat -x SHARP_COLL_SAT_THRESHOLD=4096 -x AGG_STATS=1 \
+                "$bin/gpu_coll_check" -m mpi
+        done
+        # the host path: no network at all (HCOLL_ENABLE_SHARP=0), device buffers staged
+        step "mpi_np${np}_host" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
+            -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi
+    done
+}
+
+do_bench() {
+    local bin=$build/bin np m
+    deps
+    step kernel_bench "$bin/gpu_kernel_check" -b "$build/lib/libagg_gpu_cuda.so"
+    for np in 2 4; do
+        mapfile -t m < <(mpirun_np "$np")
+        step "bench_api_np$np" "$bin/aggrun" -- "${m[@]}" -x SHARP_COLL_ENABLE_SAT=1 \
+            -x SHARP_COLL_SAT_THRESHOLD=4096 "$bin/gpu_coll_check" -m api -b
+        step "bench_mpi_np$np" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$build/lib/libhcoll_shim.so" \
+            -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+            -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 "$bin/gpu_coll_check" -m mpi -b
+        # host buffers: the offload against Open MPI on this many-core host
+        step "perf_host_np$np" "$bin/aggrun" -- "${m[@]}" -x SHARP_COLL_ENABLE_SAT=1 \
+            -x SHARP_COLL_SAT_THRESHOLD=4096 "$bin/agg_perf" -b 8 -e 64M -f 4 -C allreduce
+    done
+}
+
+case $what in
+    build) do_build ;;
+    check) do_check ;;
+    bench) do_bench ;;
+    all) do_build && { do_check; do_bench; } ;;
+    *) echo "usage: $0 [build|check|bench|all]" >&2; exit 2 ;;
+esac
+printf '%s\n' "---- summary ($what) ----" "${summary[@]}"
+exit $failed
