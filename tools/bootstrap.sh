@@ -25,6 +25,8 @@ PACKAGES=(build-essential cmake pkg-config python3 procps valgrind
           libopenmpi-dev openmpi-bin libconfig-dev libcmocka-dev
           libibumad-dev libibnetdisc-dev ibsim-utils infiniband-diags
           gfortran python3-mpi4py python3-numpy gnuplot-nox)
+# the tests also build the ROCm backend (the CUDA one where nvcc is installed)
+[ "$mode" = test ] && PACKAGES+=(hipcc)
 
 install_packages() {
     local missing=() p sudo=()
