@@ -7,24 +7,25 @@
 # through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
 # device switching between calls, and measures the kernels, the staged
 # allreduce against the pinned copy rate, and the host-buffer offload
-# against Open MPI. Logs go to $OUT (or /tmp/gpu-out); a summary is printed
-# last. Exit status: the number of failed steps.
+# against Open MPI. Logs go to $OUT/gpu-logs-WHAT.tgz (OUT defaults to
+# /tmp/gpu-out); a summary is printed last. Exit status: the number of failed steps.
 set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 what=${1:-all}
 out=${OUT:-/tmp/gpu-out}
+logs=$out/logs
 build=${GPU_BUILD:-$here/build-gpu}
-mkdir -p "$out"
+mkdir -p "$logs"
 summary=()
 failed=0
 
 step() { # name, command...: runs it with a time limit, logs it, records the outcome
     local name=$1 t0=$SECONDS rc
     shift
-    timeout "${STEP_TIMEOUT:-240}" "$@" >"$out/$name.log" 2>&1
+    timeout "${STEP_TIMEOUT:-240}" "$@" >"$logs/$name.log" 2>&1
     rc=$?
     summary+=("$(printf '%-28s %s (%ds)' "$name" "$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc")" $((SECONDS - t0)))")
-    [ $rc -eq 0 ] || { failed=$((failed + 1)); tail -n 25 "$out/$name.log"; }
+    [ $rc -eq 0 ] || { failed=$((failed + 1)); tail -n 25 "$logs/$name.log"; }
     return $rc
 }
 
@@ -100,5 +101,7 @@ case $what in
     all) do_build && { do_check; do_bench; } ;;
     *) echo "usage: $0 [build|check|bench|all]" >&2; exit 2 ;;
 esac
-printf '%s\n' "---- summary ($what) ----" "${summary[@]}"
+printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
+# one file back for every log (the device tool returns at most 8 files)
+tar czf "$out/gpu-logs-$what.tgz" -C "$logs" . && rm -rf "$logs"
 exit $failed
