@@ -68,10 +68,11 @@ do_check() {
             step "api_np${np}_sat$sat" "$bin/aggrun" -- "${m[@]}" -x SHARP_COLL_ENABLE_SAT=$sat \
                 -x SHARP_COLL_SAT_THRESHOLD=4096 "$bin/gpu_coll_check" -m api
             step "mpi_np${np}_sat$sat" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
-                -x SHARP_COLL_ENABLE_SAT=$sat -x SHARP_COLL_SAT_THRESHOLD=4096 -x AGG_STATS=1 \
+                -x HCOLL_ENABLE_SHARP=3 -x SHARP_COLL_ENABLE_SAT=$sat -x SHARP_COLL_SAT_THRESHOLD=4096 -x AGG_STATS=1 \
                 "$bin/gpu_coll_check" -m mpi
         done
-        # the host path: no network at all (HCOLL_ENABLE_SHARP=0), device buffers staged
+        # the host path: no network at all (HCOLL_ENABLE_SHARP=0, the default), device
+        # buffers staged through host memory
         step "mpi_np${np}_host" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
             -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi
     done
@@ -86,8 +87,12 @@ do_bench() {
         step "bench_api_np$np" "$bin/aggrun" -- "${m[@]}" -x SHARP_COLL_ENABLE_SAT=1 \
             -x SHARP_COLL_SAT_THRESHOLD=4096 "$bin/gpu_coll_check" -m api -b
         step "bench_mpi_np$np" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$build/lib/libhcoll_shim.so" \
-            -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+            -x HCOLL_ENABLE_SHARP=3 -x AGG_STATS=1 -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
             -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 "$bin/gpu_coll_check" -m mpi -b
+        # no network: device buffers staged through host memory, host algorithms
+        step "bench_mpi_host_np$np" "$bin/aggrun" -- "${m[@]}" \
+            -x LD_PRELOAD="$build/lib/libhcoll_shim.so" -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 \
+            "$bin/gpu_coll_check" -m mpi -b -e 64M
         # host buffers: the offload against Open MPI on this many-core host
         step "perf_host_np$np" "$bin/aggrun" -- "${m[@]}" -x SHARP_COLL_ENABLE_SAT=1 \
             -x SHARP_COLL_SAT_THRESHOLD=4096 "$bin/agg_perf" -b 8 -e 64M -f 4 -C allreduce

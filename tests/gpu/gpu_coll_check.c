@@ -32,7 +32,9 @@
  * Exit: 0 every check passed, 1 any failed, 77 no GPU device (a skip), 2 bad
  * arguments; every rank exits alike.
  */
+#include <execinfo.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1127,6 +1129,18 @@ static void usage(void)
             "  -v       name each type, op and count on rank 0 before it runs\n");
 }
 
+/* A crash says where, also when the runtime's or MPI's handlers do not. */
+static void on_fault(int sig)
+{
+    void *frames[64];
+    int n = backtrace(frames, 64);
+
+    fprintf(stderr, "gpu_coll_check: rank %d: signal %d; stack:\n", rank, sig);
+    backtrace_symbols_fd(frames, n, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = NULL;
@@ -1137,6 +1151,8 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    signal(SIGSEGV, on_fault);
+    signal(SIGBUS, on_fault);
     while ((opt = getopt(argc, argv, "m:d:be:v")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
