@@ -20,6 +20,13 @@
 static const agg_gpu_ops_t *shim_gpu;
 static int shim_gpu_mpi_aware; /* Open MPI takes device pointers itself */
 
+/*
+ * Set while a staged call re-enters MPI with host copies: those are never
+ * device buffers. (The runtime may place pinned host memory where a freed
+ * device allocation was, which the cache of device allocations cannot see.)
+ */
+static __thread int shim_gpu_inner;
+
 /* A thread's staging buffers: pinned, grown as needed. */
 static __thread void  *shim_gpu_buf[2];
 static __thread size_t shim_gpu_len[2];
@@ -47,7 +54,8 @@ int shim_gpu_dev(const void *p)
 {
     agg_gpu_ptr_t q;
 
-    if (shim_gpu == NULL || p == NULL || p == MPI_IN_PLACE || agg_gpu_query(p, &q) != 0) {
+    if (shim_gpu == NULL || shim_gpu_inner || p == NULL || p == MPI_IN_PLACE ||
+        agg_gpu_query(p, &q) != 0) {
         return 0;
     }
     return q.mem == AGG_GPU_MEM_DEVICE || q.mem == AGG_GPU_MEM_MANAGED;
@@ -107,6 +115,7 @@ static void *shim_gpu_in(int i, const void *buf, int count, MPI_Datatype dtype, 
             shim_gpu_die("pinned staging buffer"); /* going on alone would split the ranks */
         }
         shim_gpu_len[i] = len;
+        agg_gpu_forget(shim_gpu_buf[i], len); /* host memory now, whatever was there */
     }
     if (in && len > 0 &&
         (shim_gpu->memcpy_async(shim_gpu_buf[i], (const char *)buf + lb, len, shim_gpu_stream) != 0 ||
@@ -215,7 +224,9 @@ int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dty
     }
     hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, count, dtype, 1);
     hr = shim_gpu_in(1, rbuf, count, dtype, sbuf == MPI_IN_PLACE);
+    shim_gpu_inner = 1;
     rc = MPI_Allreduce(hs, hr, count, dtype, op, comm);
+    shim_gpu_inner = 0;
     if (rc == MPI_SUCCESS) {
         shim_gpu_out(1, rbuf, count, dtype);
     }
@@ -246,7 +257,9 @@ int shim_gpu_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
     if (me == root) {
         hr = shim_gpu_in(1, rbuf, count, dtype, sbuf == MPI_IN_PLACE);
     }
+    shim_gpu_inner = 1;
     rc = MPI_Reduce(hs, hr, count, dtype, op, root, comm);
+    shim_gpu_inner = 0;
     if (rc == MPI_SUCCESS && me == root) {
         shim_gpu_out(1, rbuf, count, dtype);
     }
@@ -284,7 +297,9 @@ int shim_gpu_bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_Comm 
                                : PMPI_Bcast(buf, count, dtype, root, comm);
     }
     hb = shim_gpu_in(0, buf, count, dtype, me == root);
+    shim_gpu_inner = 1;
     rc = MPI_Bcast(hb, count, dtype, root, comm);
+    shim_gpu_inner = 0;
     if (rc == MPI_SUCCESS && me != root) {
         shim_gpu_out(0, buf, count, dtype);
     }
@@ -304,7 +319,9 @@ int shim_gpu_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *r
     PMPI_Comm_size(comm, &size);
     hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, scount, stype, 1);
     hr = shim_gpu_in(1, rbuf, rcount * size, rtype, sbuf == MPI_IN_PLACE);
+    shim_gpu_inner = 1;
     rc = MPI_Allgather(hs, scount, stype, hr, rcount, rtype, comm);
+    shim_gpu_inner = 0;
     if (rc == MPI_SUCCESS) {
         shim_gpu_out(1, rbuf, rcount * size, rtype);
     }
@@ -326,7 +343,9 @@ int shim_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_
     /* in place, rbuf holds every block on entry */
     hr = shim_gpu_in(1, rbuf, sbuf == MPI_IN_PLACE ? rcount * size : rcount, dtype,
                      sbuf == MPI_IN_PLACE);
+    shim_gpu_inner = 1;
     rc = MPI_Reduce_scatter_block(hs, hr, rcount, dtype, op, comm);
+    shim_gpu_inner = 0;
     if (rc == MPI_SUCCESS) {
         shim_gpu_out(1, rbuf, rcount, dtype);
     }

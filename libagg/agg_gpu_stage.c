@@ -113,6 +113,7 @@ static agg_status_t agg__gpu_dev_ring(const agg_gpu_ops_t *o, struct agg__gpu_de
         return agg__gpu_fail("pinned staging buffers");
     }
     g->slot_bytes = bytes;
+    agg_gpu_forget(g->ring, 2 * bytes * depth); /* host memory now, whatever was there */
     for (i = 0; i < depth; ++i) {
         if (o->event_create(&g->d2h[i]) != 0 || o->event_create(&g->h2d[i]) != 0) {
             return agg__gpu_fail("staging events");
