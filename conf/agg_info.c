@@ -228,11 +228,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (show_gpu) {
-        static const char *const names[] = {"auto", "cuda", "rocm"};
-        long long which = agg_conf_int(&conf, AGG_CONF_GPU_BACKEND);
-
-        return agg_gpu_report(stdout, (int)agg_conf_int(&conf, AGG_CONF_ENABLE_CUDA),
-                              names[which >= 0 && which < 3 ? which : 0]);
+        return agg_gpu_report(stdout, &conf);
     }
     if (show_stats) {
         return agg__info_stats(&conf);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agg/conf.h"
 #include "agg/log.h"
 
 #define AGG_GPU_CACHE 64 /* device allocations remembered */
@@ -138,6 +139,15 @@ agg_status_t agg_gpu_load(int want, const char *which, const agg_gpu_ops_t **ops
     }
     pthread_mutex_unlock(&agg__gpu_lock);
     return agg__gpu_status;
+}
+
+agg_status_t agg_gpu_load_conf(const struct agg_conf *conf, const agg_gpu_ops_t **ops)
+{
+    static const char *const names[] = {"auto", "cuda", "rocm"}; /* AGG_GPU_BACKEND's choices */
+    long long which = agg_conf_int(conf, AGG_CONF_GPU_BACKEND);
+
+    return agg_gpu_load((int)agg_conf_int(conf, AGG_CONF_ENABLE_CUDA),
+                        names[which >= 0 && which < 3 ? which : 0], ops);
 }
 
 const agg_gpu_ops_t *agg_gpu_ops(void)

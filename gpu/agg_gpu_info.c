@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agg/conf.h"
 #include "agg/gpu.h"
 #include "agg/sock.h"
 
@@ -144,12 +145,13 @@ static int agg__gpu_report_dev(FILE *out, const agg_gpu_ops_t *o, int dev)
     return problems;
 }
 
-int agg_gpu_report(FILE *out, int want, const char *which)
+int agg_gpu_report(FILE *out, const struct agg_conf *conf)
 {
     const agg_gpu_ops_t *o = NULL;
     int count = 0, dev, cur = 0, problems = 0;
+    int want = (int)agg_conf_int(conf, AGG_CONF_ENABLE_CUDA);
 
-    agg_gpu_load(want, which, &o);
+    agg_gpu_load_conf(conf, &o);
     if (o == NULL) {
         fprintf(out, "GPU: none usable: %s\n", agg_gpu_why());
         fprintf(out, "  every buffer is taken as host memory; a buffer declared as device "

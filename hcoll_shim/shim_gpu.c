@@ -35,12 +35,9 @@ static __thread size_t shim_gpu_len[2];
 
 void shim_gpu_setup(const agg_conf_t *conf)
 {
-    static const char *const names[] = {"auto", "cuda", "rocm"};
-    long long which = agg_conf_int(conf, AGG_CONF_GPU_BACKEND);
     int (*aware)(void);
 
-    agg_gpu_load((int)agg_conf_int(conf, AGG_CONF_ENABLE_CUDA),
-                 names[which >= 0 && which < 3 ? which : 0], &shim_gpu);
+    agg_gpu_load_conf(conf, &shim_gpu);
     if (shim_gpu == NULL) {
         return;
     }

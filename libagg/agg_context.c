@@ -236,12 +236,8 @@ static agg_status_t agg__settings_share(agg_context_t *ctx)
 /* Loads a GPU backend as SHARP_COLL_ENABLE_CUDA and AGG_GPU_BACKEND say. */
 static agg_status_t agg__gpu_setup(agg_context_t *ctx)
 {
-    static const char *const names[] = {"auto", "cuda", "rocm"};
-    long long which = agg_conf_int(&ctx->conf, AGG_CONF_GPU_BACKEND);
-    agg_status_t st;
+    agg_status_t st = agg_gpu_load_conf(&ctx->conf, NULL);
 
-    st = agg_gpu_load((int)agg_conf_int(&ctx->conf, AGG_CONF_ENABLE_CUDA),
-                      names[which >= 0 && which < 3 ? which : 0], NULL);
     if (st != AGG_OK) {
         agg__set_last_error("SHARP_COLL_ENABLE_CUDA=1 but no GPU backend loaded: %s",
                             agg_gpu_why());

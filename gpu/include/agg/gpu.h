@@ -126,6 +126,10 @@ typedef enum agg_gpu_want {
  */
 agg_status_t agg_gpu_load(int want, const char *which, const agg_gpu_ops_t **ops);
 
+/* agg_gpu_load as SHARP_COLL_ENABLE_CUDA and AGG_GPU_BACKEND in conf say. */
+struct agg_conf;
+agg_status_t agg_gpu_load_conf(const struct agg_conf *conf, const agg_gpu_ops_t **ops);
+
 /* The backend loaded, or NULL (none asked for, none found, not loaded yet). */
 const agg_gpu_ops_t *agg_gpu_ops(void);
 
@@ -145,13 +149,13 @@ void agg_gpu_forget(const void *p, size_t bytes);
 int agg_gpu_on_device(int dev, int (*fn)(void *arg), void *arg);
 
 /*
- * agg_info --gpu (gpu/agg_gpu_info.c): loads a backend as want/which say
- * and prints, per device, what works and a sentence for each problem with
- * what to change. 0 when nothing is wrong (no GPU at all is not wrong
- * unless want is ON).
+ * agg_info --gpu (gpu/agg_gpu_info.c): loads a backend as conf says
+ * (agg_gpu_load_conf) and prints, per device, what works and a sentence
+ * for each problem with what to change. 0 when nothing is wrong (no GPU at
+ * all is not wrong unless SHARP_COLL_ENABLE_CUDA=1).
  */
 #include <stdio.h>
-int agg_gpu_report(FILE *out, int want, const char *which);
+int agg_gpu_report(FILE *out, const struct agg_conf *conf);
 
 #ifdef __cplusplus
 }
