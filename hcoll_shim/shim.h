@@ -16,6 +16,7 @@ typedef enum shim_path {
     SHIM_PATH_RD,   /* host: recursive doubling */
     SHIM_PATH_RAB,  /* host: Rabenseifner */
     SHIM_PATH_RING, /* host: ring */
+    SHIM_PATH_GPU_RING, /* host: ring, device buffers reduced on the device */
     SHIM_PATH_MPI,  /* Open MPI's own (PMPI_) */
     SHIM_PATH__COUNT
 } shim_path_t;

@@ -30,6 +30,13 @@ static __thread int shim_gpu_inner;
 /* A thread's staging buffers: pinned, grown as needed. */
 static __thread void  *shim_gpu_buf[2];
 static __thread size_t shim_gpu_len[2];
+
+/*
+ * A thread's scratch on each device, for the ring's reductions there:
+ * allocated with that device current, the first time it is used on it.
+ */
+#define SHIM_GPU_CHUNK (1u << 20) /* bytes of arrived data handed to the device at once */
+static __thread void *shim_gpu_scr[AGG_GPU_MAX_DEV];
 /* copies on the current device's default stream: right whichever device is current */
 #define shim_gpu_stream NULL
 
@@ -66,6 +73,13 @@ agg_mem_type_t shim_gpu_mem(const void *p)
 void shim_gpu_cleanup(void)
 {
     int i;
+
+    for (i = 0; shim_gpu != NULL && i < AGG_GPU_MAX_DEV; ++i) {
+        if (shim_gpu_scr[i] != NULL) {
+            shim_gpu->dev_free(shim_gpu_scr[i]);
+            shim_gpu_scr[i] = NULL;
+        }
+    }
 
     for (i = 0; shim_gpu != NULL && i < 2; ++i) {
         if (shim_gpu_buf[i] != NULL) {
@@ -192,17 +206,158 @@ static agg_status_t shim_gpu_net(agg_coll_type_t coll, shim_comm_t *sc, agg_redu
     return shim_net_wait(coll, req);
 }
 
+/*
+ * Device buffers on the host path: the shim's ring (shim_host_ring_dev)
+ * moves the data through a pinned mirror of the result and the reductions
+ * run on the device, a chunk of arrived segments at a time, on the current
+ * device's default stream.
+ */
+typedef struct shim_gpu_ring {
+    const char *own;   /* this rank's data: device or host memory */
+    char       *res;   /* the result: device memory */
+    char       *mirror;
+    char       *scr;   /* SHIM_GPU_CHUNK bytes on the result's device */
+    size_t      ext;
+    int         count, dtype, op;
+    int         poff, pcnt; /* arrived, not yet handed to the device */
+} shim_gpu_ring_t;
+
+static int shim_gpu_ring_copy(void *dst, const void *src, size_t bytes, const char *what)
+{
+    if (bytes > 0 && shim_gpu->memcpy_async(dst, src, bytes, shim_gpu_stream) != 0) {
+        shim_gpu_die(what);
+    }
+    return MPI_SUCCESS;
+}
+
+/* The arrived elements go up to the scratch and are reduced into the result. */
+static void shim_gpu_ring_flush(shim_gpu_ring_t *g)
+{
+    size_t off = (size_t)g->poff * g->ext;
+
+    if (g->pcnt == 0) {
+        return;
+    }
+    shim_gpu_ring_copy(g->scr, g->mirror + off, (size_t)g->pcnt * g->ext,
+                       "copying arrived data to the device");
+    if (shim_gpu->reduce(g->res + off, g->scr, (size_t)g->pcnt, g->dtype, g->op,
+                         shim_gpu_stream) != 0) {
+        shim_gpu_die("reducing on the device");
+    }
+    g->pcnt = 0;
+}
+
+static int shim_gpu_ring_own(void *arg, int off, int cnt)
+{
+    shim_gpu_ring_t *g = arg;
+
+    if (g->own != g->res) {
+        shim_gpu_ring_copy(g->res, g->own, (size_t)g->count * g->ext, "copying the input");
+    }
+    shim_gpu_ring_copy(g->mirror + (size_t)off * g->ext, g->own + (size_t)off * g->ext,
+                       (size_t)cnt * g->ext, "copying the input to the host");
+    if (shim_gpu->stream_sync(shim_gpu_stream) != 0) {
+        shim_gpu_die("copying the input");
+    }
+    return MPI_SUCCESS;
+}
+
+static int shim_gpu_ring_reduce(void *arg, int off, int cnt)
+{
+    shim_gpu_ring_t *g = arg;
+
+    if (g->pcnt > 0 && (g->poff + g->pcnt != off ||
+                        (size_t)(g->pcnt + cnt) * g->ext > SHIM_GPU_CHUNK)) {
+        shim_gpu_ring_flush(g);
+    }
+    if (g->pcnt == 0) {
+        g->poff = off;
+    }
+    g->pcnt += cnt;
+    if ((size_t)g->pcnt * g->ext == SHIM_GPU_CHUNK) {
+        shim_gpu_ring_flush(g);
+    }
+    return MPI_SUCCESS;
+}
+
+static int shim_gpu_ring_fetch(void *arg, int off, int cnt)
+{
+    shim_gpu_ring_t *g = arg;
+
+    shim_gpu_ring_flush(g);
+    shim_gpu_ring_copy(g->mirror + (size_t)off * g->ext, g->res + (size_t)off * g->ext,
+                       (size_t)cnt * g->ext, "copying a reduced block to the host");
+    if (shim_gpu->stream_sync(shim_gpu_stream) != 0) {
+        shim_gpu_die("reducing on the device");
+    }
+    return MPI_SUCCESS;
+}
+
+static int shim_gpu_ring_put(void *arg, int off, int cnt)
+{
+    shim_gpu_ring_t *g = arg;
+
+    return shim_gpu_ring_copy(g->res + (size_t)off * g->ext, g->mirror + (size_t)off * g->ext,
+                              (size_t)cnt * g->ext, "copying a result block to the device");
+}
+
+/*
+ * The ring on the device when the host path would run the ring here (so the
+ * messages are those of ranks with host buffers) and the device reduces the
+ * type and op; else 0 and nothing done. *rc: the call's MPI result.
+ */
+static int shim_gpu_ring(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
+                         shim_comm_t *sc, shim_why_t why, int *rc)
+{
+    shim_gpu_ring_t g = {.own = sbuf == MPI_IN_PLACE ? rbuf : sbuf, .res = rbuf};
+    shim_host_dev_t dev = {&g, shim_gpu_ring_own, shim_gpu_ring_reduce, shim_gpu_ring_fetch,
+                           shim_gpu_ring_put};
+    int adt = shim_map_dtype(dtype), aop = shim_map_op(op), size = 0, cur = -1;
+    MPI_Aint lb, ext = 0;
+    agg_gpu_ptr_t q;
+
+    PMPI_Type_size(dtype, &size);
+    PMPI_Type_get_extent(dtype, &lb, &ext); /* pairs: larger than their size */
+    if (!shim_gpu_dev(rbuf) || adt < 0 || aop < 0 || !shim_gpu->reduce_supported(adt, aop) ||
+        shim_host_choose(&sc->tune, (size_t)size * (size_t)count, sc->size) != SHIM_ALG_RING ||
+        agg_gpu_query(rbuf, &q) != 0 || q.device < 0 || q.device >= AGG_GPU_MAX_DEV ||
+        shim_gpu->device_get(&cur) != 0) {
+        return 0;
+    }
+    if (cur != q.device && shim_gpu->device_set(q.device) != 0) {
+        shim_gpu_die("making the buffer's device current");
+    }
+    if (shim_gpu_scr[q.device] == NULL &&
+        shim_gpu->dev_alloc(&shim_gpu_scr[q.device], SHIM_GPU_CHUNK) != 0) {
+        shim_gpu_scr[q.device] = NULL;
+        shim_gpu_die("device scratch for the ring");
+    }
+    g.scr    = shim_gpu_scr[q.device];
+    g.mirror = shim_gpu_in(1, rbuf, count, dtype, 0);
+    g.ext    = (size_t)ext;
+    g.count  = count;
+    g.dtype  = adt;
+    g.op     = aop;
+    shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_GPU_RING, why);
+    *rc = shim_host_ring_dev(g.mirror, count, dtype, op, sc->pcomm, &dev);
+    if (cur != q.device) {
+        shim_gpu->device_set(cur);
+    }
+    return 1;
+}
+
 int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
                        MPI_Comm comm, MPI_Request *request)
 {
     agg_reduce_spec_t spec;
     shim_comm_t *sc = request != NULL ? shim_comm_peek(comm) : shim_comm_get(comm);
     shim_why_t why;
+    shim_route_t r;
     void *hs, *hr;
     int rc, posted = 0;
 
-    if (shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec, &why) ==
-            SHIM_ROUTE_NET && !sc->hier) {
+    r = shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec, &why);
+    if (r == SHIM_ROUTE_NET && !sc->hier) {
         if (shim_gpu_net(AGG_COLL_ALLREDUCE, sc, &spec, request, &posted) == AGG_OK) {
             return MPI_SUCCESS;
         }
@@ -213,8 +368,18 @@ int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dty
             PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
             return MPI_ERR_INTERN;
         }
+        r   = SHIM_ROUTE_HOST; /* as ranks with host buffers go on */
+        why = SHIM_WHY_NETWORK_ERROR;
     }
-    if (shim_gpu_mpi_aware) {
+    if (request != NULL) {
+        /* as MPI_Iallreduce on host buffers: Open MPI's, on the same communicator */
+        why = r == SHIM_ROUTE_NET ? SHIM_WHY_LEADERS : why; /* hier: the leaders' steps block */
+        r   = SHIM_ROUTE_MPI;
+    } else if (r == SHIM_ROUTE_HOST &&
+               shim_gpu_ring(sbuf, rbuf, count, dtype, op, sc, why, &rc)) {
+        return rc;
+    }
+    if (r == SHIM_ROUTE_MPI && shim_gpu_mpi_aware) {
         shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
         return request != NULL ? PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request)
                                : PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
@@ -222,7 +387,14 @@ int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dty
     hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, count, dtype, 1);
     hr = shim_gpu_in(1, rbuf, count, dtype, sbuf == MPI_IN_PLACE);
     shim_gpu_inner = 1;
-    rc = MPI_Allreduce(hs, hr, count, dtype, op, comm);
+    if (request != NULL) {
+        shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
+        rc = PMPI_Iallreduce(hs, hr, count, dtype, op, comm, request);
+        rc = rc == MPI_SUCCESS ? PMPI_Wait(request, MPI_STATUS_IGNORE) : rc;
+    } else {
+        rc = r == SHIM_ROUTE_HOST ? shim_allreduce_host(hs, hr, count, dtype, op, sc, why)
+                                  : MPI_Allreduce(hs, hr, count, dtype, op, comm);
+    }
     shim_gpu_inner = 0;
     if (rc == MPI_SUCCESS) {
         shim_gpu_out(1, rbuf, count, dtype);

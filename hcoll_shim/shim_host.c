@@ -45,6 +45,7 @@ typedef struct shim_host_call {
     int          rseg;  /* elements per message of a reducing step */
     int          cseg;  /* elements per message of a copying step */
     int          depth; /* messages in flight per direction in a step */
+    const shim_host_dev_t *dev; /* the data is on a device, rbuf its host mirror; else NULL */
 } shim_host_call_t;
 
 /* What a step does with the data it receives. */
@@ -52,6 +53,7 @@ typedef enum shim_host_mode {
     SHIM_HOST_COPY,       /* lands in rbuf as it is */
     SHIM_HOST_REDUCE_OWN, /* lands in rbuf, empty so far, then reduced with own */
     SHIM_HOST_REDUCE_ACC, /* lands in scratch, then reduced into what rbuf holds */
+    SHIM_HOST_REDUCE_DEV, /* lands in the mirror, then reduced on the device (c->dev) */
 } shim_host_mode_t;
 
 /*
@@ -170,6 +172,9 @@ static int shim_host_seg_done(const shim_host_call_t *c, shim_host_mode_t mode,
     int n     = shim_host_seglen(x->rcnt, seg, k);
     char *acc = shim_host_at(c, c->rbuf, x->roff + k * seg);
 
+    if (mode == SHIM_HOST_REDUCE_DEV) {
+        return c->dev->reduce(c->dev->arg, x->roff + k * seg, n);
+    }
     if (mode == SHIM_HOST_REDUCE_OWN) {
         return PMPI_Reduce_local(shim_host_at(c, c->own, x->roff + k * seg), acc, n, c->dtype,
                                  c->op);
@@ -441,12 +446,18 @@ static int shim_host_rab(const shim_host_call_t *c)
  * Ring: p - 1 reduce-scatter steps, then p - 1 allgather steps; every step
  * moves 1/p of the data, whatever p is. Each block arrives once, so unless
  * in place it lands straight in rbuf and is reduced with this rank's data
- * where that is: no copy of sbuf.
+ * where that is: no copy of sbuf. With the data on a device (c->dev) the
+ * messages are the same, through rbuf as the device result's host mirror:
+ * a block is reduced on the device as its segments arrive and fetched back
+ * before it is sent on, and the gathered blocks go up as they arrive.
  */
 static int shim_host_ring(const shim_host_call_t *c)
 {
     int p = c->size, r = c->rank, k, rc = MPI_SUCCESS;
-    shim_host_mode_t mode = c->own != c->rbuf ? SHIM_HOST_REDUCE_OWN : SHIM_HOST_REDUCE_ACC;
+    const shim_host_dev_t *dev = c->dev;
+    shim_host_mode_t mode = dev != NULL          ? SHIM_HOST_REDUCE_DEV
+                            : c->own != c->rbuf ? SHIM_HOST_REDUCE_OWN
+                                                : SHIM_HOST_REDUCE_ACC;
     shim_host_xfer_t x;
     char *slots = NULL;
 
@@ -458,11 +469,19 @@ static int shim_host_ring(const shim_host_call_t *c)
     x.src   = (r + p - 1) % p;
     x.rbase = c->rbuf;
     x.seg   = c->rseg;
+    if (dev != NULL) {
+        /* the device result starts as own; the first block sent goes to the mirror */
+        shim_host_range(c->count, p, r, 1, &x.soff, &x.scnt);
+        rc = dev->own(dev->arg, x.soff, x.scnt);
+    }
     for (k = 0; rc == MPI_SUCCESS && k < p - 1; k++) {
         x.sbase = (k == 0) ? c->own : c->rbuf;
         shim_host_range(c->count, p, (r - k + p) % p, 1, &x.soff, &x.scnt);
         shim_host_range(c->count, p, (r - k - 1 + p) % p, 1, &x.roff, &x.rcnt);
         rc = shim_host_step(c, mode, &x, slots);
+        if (rc == MPI_SUCCESS && dev != NULL) {
+            rc = dev->fetch(dev->arg, x.roff, x.rcnt); /* sent on by the next step */
+        }
     }
     /* Rank r now owns block r + 1. */
     x.sbase = c->rbuf;
@@ -471,38 +490,76 @@ static int shim_host_ring(const shim_host_call_t *c)
         shim_host_range(c->count, p, (r + 1 - k + p) % p, 1, &x.soff, &x.scnt);
         shim_host_range(c->count, p, (r - k + p) % p, 1, &x.roff, &x.rcnt);
         rc = shim_host_step(c, SHIM_HOST_COPY, &x, NULL);
+        if (rc == MPI_SUCCESS && dev != NULL) {
+            rc = dev->put(dev->arg, x.roff, x.rcnt);
+        }
+    }
+    if (rc == MPI_SUCCESS && dev != NULL) {
+        rc = dev->fetch(dev->arg, 0, 0); /* waits for the puts */
     }
     return rc;
+}
+
+/* Fills c for a call; MPI error code. */
+static int shim_host_call_init(shim_host_call_t *c, const void *sbuf, void *rbuf, int count,
+                               MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
+{
+    MPI_Aint lb, ext;
+    int rc;
+
+    rc = PMPI_Comm_size(comm, &c->size);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Comm_rank(comm, &c->rank);
+    }
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Type_get_extent(dtype, &lb, &ext);
+    }
+    c->own   = (sbuf == MPI_IN_PLACE) ? rbuf : sbuf;
+    c->rbuf  = rbuf;
+    c->count = count;
+    c->dtype = dtype;
+    c->op    = op;
+    c->comm  = comm;
+    c->ext   = (size_t)ext;
+    c->dev   = NULL;
+    shim_host_segs(c);
+    return rc;
+}
+
+int shim_host_ring_dev(void *mirror, int count, MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                       const shim_host_dev_t *dev)
+{
+    shim_host_call_t c;
+    int rc;
+
+    if (count <= 0) {
+        return count == 0 ? MPI_SUCCESS : MPI_ERR_COUNT;
+    }
+    rc = shim_host_call_init(&c, MPI_IN_PLACE, mirror, count, dtype, op, comm);
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    c.dev = dev;
+    if (c.size == 1) {
+        rc = dev->own(dev->arg, 0, 0);
+        return rc == MPI_SUCCESS ? dev->fetch(dev->arg, 0, 0) : rc;
+    }
+    return shim_host_ring(&c);
 }
 
 int shim_host_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
                         MPI_Op op, MPI_Comm comm, shim_host_alg_t alg)
 {
     shim_host_call_t c;
-    MPI_Aint lb, ext;
     int rc;
 
     if (count <= 0) {
         return count == 0 ? MPI_SUCCESS : MPI_ERR_COUNT;
     }
-    rc = PMPI_Comm_size(comm, &c.size);
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Comm_rank(comm, &c.rank);
-    }
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Type_get_extent(dtype, &lb, &ext);
-    }
+    rc = shim_host_call_init(&c, sbuf, rbuf, count, dtype, op, comm);
     if (rc != MPI_SUCCESS) {
         return rc;
     }
-    c.own   = (sbuf == MPI_IN_PLACE) ? rbuf : sbuf;
-    c.rbuf  = rbuf;
-    c.count = count;
-    c.dtype = dtype;
-    c.op    = op;
-    c.comm  = comm;
-    c.ext   = (size_t)ext;
-    shim_host_segs(&c);
     if (c.size == 1) {
         if (c.own != c.rbuf) {
             memcpy(c.rbuf, c.own, (size_t)count * c.ext);

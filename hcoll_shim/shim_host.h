@@ -50,6 +50,29 @@ shim_host_alg_t shim_host_choose(const shim_host_tune_t *t, size_t bytes, int co
 int shim_host_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
                         MPI_Op op, MPI_Comm comm, shim_host_alg_t alg);
 
+/*
+ * The ring with the data on a device (shim_gpu.c): the same messages as
+ * shim_host_allreduce's ring (so ranks whose buffers are on the host take
+ * part unchanged), through mirror, a host buffer of count elements that
+ * stands for the device result. The device side moves and reduces through
+ * dev's calls; each returns an MPI error code. Offsets and counts are in
+ * elements.
+ */
+typedef struct shim_host_dev {
+    void *arg;
+    /* The result starts as this rank's data, and its [off, +cnt) is in mirror on return. */
+    int (*own)(void *arg, int off, int cnt);
+    /* mirror's [off, +cnt) has arrived: result op= it (may return before it is done). */
+    int (*reduce)(void *arg, int off, int cnt);
+    /* The result's [off, +cnt) into mirror; every earlier call done on return. */
+    int (*fetch)(void *arg, int off, int cnt);
+    /* mirror's [off, +cnt) into the result (done by the next fetch). */
+    int (*put)(void *arg, int off, int cnt);
+} shim_host_dev_t;
+
+int shim_host_ring_dev(void *mirror, int count, MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                       const shim_host_dev_t *dev);
+
 /* Frees the calling thread's scratch buffer (at MPI_Finalize). */
 void shim_host_cleanup(void);
 

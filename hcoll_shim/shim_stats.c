@@ -15,7 +15,8 @@
 
 static const char *const shim_path_names[SHIM_PATH__COUNT] = {
     [SHIM_PATH_LLT] = "llt", [SHIM_PATH_SAT] = "sat", [SHIM_PATH_RD] = "recursive_doubling",
-    [SHIM_PATH_RAB] = "rabenseifner", [SHIM_PATH_RING] = "ring", [SHIM_PATH_MPI] = "mpi",
+    [SHIM_PATH_RAB] = "rabenseifner", [SHIM_PATH_RING] = "ring", [SHIM_PATH_GPU_RING] = "gpu_ring",
+    [SHIM_PATH_MPI] = "mpi",
 };
 
 static const char *const shim_why_names[SHIM_WHY__COUNT] = {

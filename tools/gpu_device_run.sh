@@ -73,8 +73,15 @@ do_check() {
         done
         # the host path: no network at all (HCOLL_ENABLE_SHARP=0, the default), device
         # buffers staged through host memory
+        # buffers staged through host memory, except the ring's, reduced on the device
+        # (gpu_ring in the counts)
         step "mpi_np${np}_host" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
-            -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi
+            -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi &&
+            step "mpi_np${np}_host_gpu_ring" grep -E "^agg_stats: allreduce .* gpu_ring=[1-9]" \
+                "$logs/mpi_np${np}_host.log"
+        # one rank's buffers on the host, the others' on the device: the same messages
+        step "mpi_np${np}_mixed" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
+            -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi -H 1
     done
 }
 
@@ -89,7 +96,7 @@ do_bench() {
         step "bench_mpi_np$np" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$build/lib/libhcoll_shim.so" \
             -x HCOLL_ENABLE_SHARP=3 -x AGG_STATS=1 -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
             -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 "$bin/gpu_coll_check" -m mpi -b
-        # no network: device buffers staged through host memory, host algorithms
+        # no network: the host algorithms, the ring reducing on the device
         step "bench_mpi_host_np$np" "$bin/aggrun" -- "${m[@]}" \
             -x LD_PRELOAD="$build/lib/libhcoll_shim.so" -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 \
             "$bin/gpu_coll_check" -m mpi -b -e 64M

@@ -3,7 +3,7 @@
  * to the host and compared element by element with one computed there.
  *
  *   gpu_coll_check -m api [-d NDEV] [-v]       libagg called directly (under aggrun)
- *   gpu_coll_check -m mpi [-v]                 MPI calls (the shim preloaded, under aggrun)
+ *   gpu_coll_check -m mpi [-H RANK] [-v]       MPI calls (the shim preloaded, under aggrun)
  *   gpu_coll_check -m api|mpi -b [-e MAXBYTES] a bandwidth table instead of the checks
  *
  * -m api: for every dtype and op agg_reduce_fn supports and counts from 1
@@ -17,6 +17,8 @@
  *   MPI_Reduce_scatter_block, MPI_Bcast and MPI_Allgather on device
  *   buffers, against the same PMPI_ calls on host copies of the inputs
  *   (PMPI_ bypasses the shim, so the expected values are Open MPI's own).
+ *   -H RANK: that rank's buffers are host memory, the others' device
+ *   memory, as MPI allows: every rank must still take the same messages.
  * -b: float32 sum allreduce from 4 to 256 MiB (at most MAXBYTES, suffixes
  *   K, M, G): device buffers against host buffers and against the pinned
  *   copy bandwidth of the same size (and, with -m mpi, PMPI_Allreduce).
@@ -58,6 +60,7 @@
 
 static const agg_gpu_ops_t *gpu;
 static int rank, size, verbose;
+static int host_rank = -1; /* -H: this rank's buffers are host memory */
 static long checks, failures;
 static uint8_t *poison_src; /* POISON bytes, the source of every poisoning copy */
 static size_t poison_len;
@@ -849,7 +852,9 @@ static void mpi_colls(void)
     const size_t nc = sizeof(counts) / sizeof(counts[0]);
     const size_t maxb = counts[nc - 1] * MAX_ELEM * (size_t)size; /* reduce-scatter, allgather */
     uint8_t *in = xmalloc(maxb), *want = xmalloc(maxb), *got = xmalloc(maxb);
-    void *dsend = dev_alloc(maxb), *drecv = dev_alloc(maxb);
+    int host = rank == host_rank;
+    void *dsend = host ? xmalloc(maxb) : dev_alloc(maxb);
+    void *drecv = host ? xmalloc(maxb) : dev_alloc(maxb);
     unsigned k = 0;
     size_t t, ci;
     int op;
@@ -871,8 +876,13 @@ static void mpi_colls(void)
                       drecv);
         }
     }
-    gpu->dev_free(dsend);
-    gpu->dev_free(drecv);
+    if (host) {
+        free(dsend);
+        free(drecv);
+    } else {
+        gpu->dev_free(dsend);
+        gpu->dev_free(drecv);
+    }
     free(in);
     free(want);
     free(got);
@@ -1122,9 +1132,10 @@ static int parse_bytes(const char *s, size_t *out)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: gpu_coll_check -m api|mpi [-d NDEV] [-b [-e MAXBYTES]] [-v]\n"
+            "usage: gpu_coll_check -m api|mpi [-d NDEV] [-H RANK] [-b [-e MAXBYTES]] [-v]\n"
             "  -m api   libagg called directly; -m mpi: MPI calls (run with the shim preloaded)\n"
             "  -d NDEV  -m api: devices used in turn by the device-switching checks (default 1)\n"
+            "  -H RANK  -m mpi: that rank's buffers are host memory, the others' device memory\n"
             "  -b       a bandwidth table instead of the checks; -e: largest size (default 256M)\n"
             "  -v       name each type, op and count on rank 0 before it runs\n");
 }
@@ -1153,12 +1164,13 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     signal(SIGSEGV, on_fault);
     signal(SIGBUS, on_fault);
-    while ((opt = getopt(argc, argv, "m:d:be:v")) != -1) {
+    while ((opt = getopt(argc, argv, "m:d:be:H:v")) != -1) {
         switch (opt) {
         case 'm': mode = optarg; break;
         case 'd': ndev = atoi(optarg); break;
         case 'b': bench_only = 1; break;
         case 'e': bad |= parse_bytes(optarg, &maxbytes) != 0; break;
+        case 'H': host_rank = atoi(optarg); break;
         case 'v': verbose = 1; break;
         default: bad = 1; break;
         }
