@@ -358,6 +358,22 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "(pinned host memory: twice this many gpu_stage_chunk "
                   "bytes).",
     },
+    [AGG_CONF_GPU_HOST_REDUCE_MIN] = {
+        .id     = AGG_CONF_GPU_HOST_REDUCE_MIN,
+        .key    = "gpu_host_reduce_min",
+        .env    = {"AGG_GPU_HOST_REDUCE_MIN", NULL},
+        .defval = "16777216",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 1LL << 40,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "An allreduce of device buffers that stays off the network "
+                  "and runs the host ring reduces on the device from this "
+                  "many bytes; smaller ones are copied to the host and "
+                  "reduced there, which is faster while the copies and "
+                  "kernel launches cost more than the reduction (even at 16 "
+                  "MiB with 2 to 4 ranks sharing one H200).",
+    },
 
     /* ---- hcoll_shim (HCOLL role) ------------------------------------- */
     [AGG_CONF_HCOLL_ENABLE_SHARP] = {

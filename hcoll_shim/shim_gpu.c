@@ -19,6 +19,7 @@
 
 static const agg_gpu_ops_t *shim_gpu;
 static int shim_gpu_mpi_aware; /* Open MPI takes device pointers itself */
+static long long shim_gpu_reduce_min; /* AGG_GPU_HOST_REDUCE_MIN */
 
 /*
  * Set while a staged call re-enters MPI with host copies: those are never
@@ -45,6 +46,7 @@ void shim_gpu_setup(const agg_conf_t *conf)
     int (*aware)(void);
 
     agg_gpu_load_conf(conf, &shim_gpu);
+    shim_gpu_reduce_min = agg_conf_int(conf, AGG_CONF_GPU_HOST_REDUCE_MIN);
     if (shim_gpu == NULL) {
         return;
     }
@@ -303,8 +305,10 @@ static int shim_gpu_ring_put(void *arg, int off, int cnt)
 
 /*
  * The ring on the device when the host path would run the ring here (so the
- * messages are those of ranks with host buffers) and the device reduces the
- * type and op; else 0 and nothing done. *rc: the call's MPI result.
+ * messages are those of ranks with host buffers, which lets each rank pick
+ * where it reduces on its own), the device reduces the type and op and the
+ * call has AGG_GPU_HOST_REDUCE_MIN bytes; else 0 and nothing done. *rc: the
+ * call's MPI result.
  */
 static int shim_gpu_ring(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
                          shim_comm_t *sc, shim_why_t why, int *rc)
@@ -318,7 +322,8 @@ static int shim_gpu_ring(const void *sbuf, void *rbuf, int count, MPI_Datatype d
 
     PMPI_Type_size(dtype, &size);
     PMPI_Type_get_extent(dtype, &lb, &ext); /* pairs: larger than their size */
-    if (!shim_gpu_dev(rbuf) || adt < 0 || aop < 0 || !shim_gpu->reduce_supported(adt, aop) ||
+    if ((long long)size * count < shim_gpu_reduce_min || !shim_gpu_dev(rbuf) || adt < 0 ||
+        aop < 0 || !shim_gpu->reduce_supported(adt, aop) ||
         shim_host_choose(&sc->tune, (size_t)size * (size_t)count, sc->size) != SHIM_ALG_RING ||
         agg_gpu_query(rbuf, &q) != 0 || q.device < 0 || q.device >= AGG_GPU_MAX_DEV ||
         shim_gpu->device_get(&cur) != 0) {

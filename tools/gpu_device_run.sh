@@ -73,15 +73,15 @@ do_check() {
         done
         # the host path: no network at all (HCOLL_ENABLE_SHARP=0, the default), device
         # buffers staged through host memory
-        # buffers staged through host memory, except the ring's, reduced on the device
+        # buffers staged through host memory, except the ring's, reduced on the device at any size
         # (gpu_ring in the counts)
         step "mpi_np${np}_host" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
-            -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi &&
+            -x HCOLL_ENABLE_SHARP=0 -x AGG_GPU_HOST_REDUCE_MIN=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi &&
             step "mpi_np${np}_host_gpu_ring" grep -E "^agg_stats: allreduce .* gpu_ring=[1-9]" \
                 "$logs/mpi_np${np}_host.log"
         # one rank's buffers on the host, the others' on the device: the same messages
         step "mpi_np${np}_mixed" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
-            -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi -H 1
+            -x HCOLL_ENABLE_SHARP=0 -x AGG_GPU_HOST_REDUCE_MIN=0 -x AGG_STATS=1 "$bin/gpu_coll_check" -m mpi -H 1
     done
 }
 

@@ -38,6 +38,7 @@ typedef enum agg_conf_id {
     AGG_CONF_GPU_BACKEND,          /* AGG_GPU_BACKEND auto|cuda|rocm */
     AGG_CONF_GPU_STAGE_CHUNK,      /* AGG_GPU_STAGE_CHUNK bytes per staging copy */
     AGG_CONF_GPU_STAGE_DEPTH,      /* AGG_GPU_STAGE_DEPTH staging chunks in flight */
+    AGG_CONF_GPU_HOST_REDUCE_MIN,  /* AGG_GPU_HOST_REDUCE_MIN bytes: host path reduces on the device */
     /* hcoll_shim (HCOLL role) */
     AGG_CONF_HCOLL_ENABLE_SHARP,   /* HCOLL_ENABLE_SHARP 0..4 */
     AGG_CONF_HCOLL_SHARP_NP,       /* HCOLL_SHARP_NP */
