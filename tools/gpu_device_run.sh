@@ -72,7 +72,6 @@ do_check() {
                 "$bin/gpu_coll_check" -m mpi
         done
         # the host path: no network at all (HCOLL_ENABLE_SHARP=0, the default), device
-        # buffers staged through host memory
         # buffers staged through host memory, except the ring's, reduced on the device at any size
         # (gpu_ring in the counts)
         step "mpi_np${np}_host" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$shim" \
@@ -96,10 +95,14 @@ do_bench() {
         step "bench_mpi_np$np" "$bin/aggrun" -- "${m[@]}" -x LD_PRELOAD="$build/lib/libhcoll_shim.so" \
             -x HCOLL_ENABLE_SHARP=3 -x AGG_STATS=1 -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
             -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 "$bin/gpu_coll_check" -m mpi -b
-        # no network: the host algorithms, the ring reducing on the device
+        # no network: the host algorithms (the ring reduces on the device from AGG_GPU_HOST_REDUCE_MIN)
         step "bench_mpi_host_np$np" "$bin/aggrun" -- "${m[@]}" \
             -x LD_PRELOAD="$build/lib/libhcoll_shim.so" -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 \
             "$bin/gpu_coll_check" -m mpi -b -e 64M
+        # the same with the ring reducing on the device at every size (AGG_GPU_HOST_REDUCE_MIN=0)
+        step "bench_mpi_host_gpu_ring_np$np" "$bin/aggrun" -- "${m[@]}" \
+            -x LD_PRELOAD="$build/lib/libhcoll_shim.so" -x HCOLL_ENABLE_SHARP=0 -x AGG_STATS=1 \
+            -x AGG_GPU_HOST_REDUCE_MIN=0 "$bin/gpu_coll_check" -m mpi -b -e 64M
         # host buffers: the offload against Open MPI on this many-core host
         step "perf_host_np$np" "$bin/aggrun" -- "${m[@]}" -x SHARP_COLL_ENABLE_SAT=1 \
             -x SHARP_COLL_SAT_THRESHOLD=4096 "$bin/agg_perf" -b 8 -e 64M -f 4 -C allreduce
