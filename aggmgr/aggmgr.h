@@ -41,7 +41,10 @@ typedef struct aggmgr_gtree {
     uint32_t            osts;
     uint32_t            payload;
     aggmgr_tree_t       tree;     /* the job's tree pruned to the members */
-    agg_wire_endpoint_t endpoint; /* where switchsim put it */
+    agg_wire_endpoint_t endpoint; /* where switchsim put it (shared memory) */
+    agg_wire_endpoint_t tcp;      /* its TCP data port, for members of other hosts */
+    uint8_t            *remote;   /* per member: 1 when it is on another host than switchsim */
+    int                 any_remote;
 } aggmgr_gtree_t;
 
 typedef struct aggmgr_group {
@@ -65,6 +68,7 @@ typedef struct aggmgr_job {
     uint32_t        payload_per_ost;
     uint32_t        osts_per_group;
     int            *cas;              /* world rank -> index into topo.cas */
+    char          (*rank_host)[AGG_WIRE_NAME_LEN]; /* world rank -> the host it runs on */
     uint32_t        num_cas;          /* distinct adapters it holds */
     int            *held;             /* those adapters */
     aggmgr_tree_t   tree;
@@ -80,6 +84,7 @@ typedef struct aggmgr_sim {
     uint32_t pid;
     uint32_t an_osts, an_payload_per_ost, an_max_groups, an_sat_flows, workers;
     char     host[AGG_WIRE_NAME_LEN];
+    char     data_addr[AGG_WIRE_NAME_LEN]; /* TCP data port, "" none */
 } aggmgr_sim_t;
 
 typedef struct aggmgr {

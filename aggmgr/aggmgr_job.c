@@ -9,6 +9,8 @@
  */
 #include "aggmgr.h"
 
+#include "agg/net.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,9 +140,14 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     }
     job->world_size = req->world_size;
     job->cas        = malloc(req->world_size * sizeof(*job->cas));
-    if (job->cas == NULL) {
+    job->rank_host  = malloc(req->world_size * sizeof(*job->rank_host));
+    if (job->cas == NULL || job->rank_host == NULL) {
         st = AGG_ERR_NO_MEMORY;
         goto err_free;
+    }
+    for (uint32_t r = 0; r < req->world_size; ++r) {
+        memcpy(job->rank_host[r], hosts + (size_t)host_of[r] * AGG_WIRE_NAME_LEN,
+               AGG_WIRE_NAME_LEN);
     }
     st = aggmgr_place(am, req, hosts, host_of, job->cas, why, sizeof(why));
     if (st != AGG_OK) {
@@ -212,6 +219,7 @@ err_tree:
     aggmgr_tree_free(&job->tree);
 err_free:
     free(job->cas);
+    free(job->rank_host);
     free(job);
     return st;
 }
@@ -219,9 +227,41 @@ err_free:
 /* ---- groups -------------------------------------------------------------- */
 
 /* Has switchsim lay out a group's part on one tree; fills gt->endpoint. */
+/*
+ * Which members are on another host than switchsim (they attach over TCP);
+ * AGG_ERR_NOT_SUPPORTED when some are and switchsim has no data port.
+ */
+static agg_status_t aggmgr__gtree_remote(aggmgr_t *am, const aggmgr_job_t *job,
+                                         const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                         const int *sel)
+{
+    uint32_t i;
+
+    gt->remote = calloc(g->num_members, 1);
+    if (gt->remote == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    gt->any_remote = 0;
+    for (i = 0; i < g->num_members; ++i) {
+        gt->remote[i] = strncmp(job->rank_host[sel[i]], am->sim.host, AGG_WIRE_NAME_LEN) != 0;
+        gt->any_remote |= gt->remote[i];
+    }
+    if (gt->any_remote && am->sim.data_addr[0] == '\0') {
+        for (i = 0; !gt->remote[i]; ++i) {
+        }
+        agg_warn("job %u: group %u has rank %d on host %s, but switchsim runs on %s and has "
+                 "no TCP data port (set sim_data_addr there); the group stays on the host path",
+                 job->id, g->id, sel[i], job->rank_host[sel[i]], am->sim.host);
+        free(gt->remote);
+        gt->remote = NULL;
+        return AGG_ERR_NOT_SUPPORTED;
+    }
+    return AGG_OK;
+}
+
 static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
                                          const aggmgr_group_t *g, aggmgr_gtree_t *gt,
-                                         uint32_t tree, uint32_t flags)
+                                         uint32_t tree, uint32_t flags, const int *sel)
 {
     agg_msg_group_config_reply_t rep;
     agg_msg_group_config_t *cfg;
@@ -231,9 +271,15 @@ static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
     uint32_t i, nn = (uint32_t)gt->tree.num_nodes;
     agg_status_t st;
 
+    st = aggmgr__gtree_remote(am, job, g, gt, sel);
+    if (st != AGG_OK) {
+        return st;
+    }
     body_len = sizeof(*cfg) + nn * sizeof(*wn) + g->num_members * sizeof(*wm);
     cfg = calloc(1, body_len);
     if (cfg == NULL) {
+        free(gt->remote);
+        gt->remote = NULL;
         return AGG_ERR_NO_MEMORY;
     }
     *cfg = (agg_msg_group_config_t){
@@ -248,7 +294,8 @@ static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
         wn[i].parent = gt->tree.nodes[i].parent;
     }
     for (i = 0; i < g->num_members; ++i) {
-        wm[i].leaf = (uint32_t)gt->tree.hca_leaf[i];
+        wm[i].leaf  = (uint32_t)gt->tree.hca_leaf[i];
+        wm[i].flags = gt->remote[i] ? AGG_MEMBER_F_REMOTE : 0;
     }
     agg_wire_swap(cfg, AGG_FMT_GROUP_CONFIG, 1);
     agg_wire_swap(wn, AGG_FMT_TREE_NODE, nn);
@@ -266,9 +313,18 @@ static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
     if (st != AGG_OK) {
         agg_warn("switchsim could not configure the %s part of group %u: %s",
                  tree == AGG_TREE_SAT ? "SAT" : "LLT", g->id, agg_status_string(st));
+        free(gt->remote);
+        gt->remote = NULL;
         return st;
     }
     gt->endpoint = rep.endpoint;
+    memset(&gt->tcp, 0, sizeof(gt->tcp));
+    if (gt->any_remote) {
+        gt->tcp.transport = AGG_TL_TCP;
+        gt->tcp.length    = (uint32_t)agg_net_ep_format((char *)gt->tcp.addr,
+                                                        sizeof(gt->tcp.addr), am->sim.data_addr,
+                                                        g->id, tree, 0);
+    }
     return AGG_OK;
 }
 
@@ -335,7 +391,7 @@ static void aggmgr__group_sat(aggmgr_t *am, const aggmgr_job_t *job, aggmgr_grou
         aggmgr_tree_free(&gt->tree);
         return;
     }
-    gt->status = aggmgr__gtree_config(am, job, g, gt, AGG_TREE_SAT, req->flags);
+    gt->status = aggmgr__gtree_config(am, job, g, gt, AGG_TREE_SAT, req->flags, sel);
     if (gt->status != AGG_OK) {
         aggmgr_tree_free(&gt->tree);
         return;
@@ -410,7 +466,7 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group
     if (st != AGG_OK) {
         goto err_free;
     }
-    st = aggmgr__gtree_config(am, job, g, &g->llt, AGG_TREE_LLT, req->flags);
+    st = aggmgr__gtree_config(am, job, g, &g->llt, AGG_TREE_LLT, req->flags, sel);
     if (st != AGG_OK) {
         goto err_tree;
     }
@@ -446,6 +502,8 @@ static void aggmgr__group_free(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *
         aggmgr__sat_flows_take(am, &g->sat.tree, -1);
         aggmgr_tree_free(&g->sat.tree);
     }
+    free(g->sat.remote);
+    free(g->llt.remote);
     job->osts_used -= g->llt.osts;
     job->num_groups--;
     aggmgr_tree_free(&g->llt.tree);
@@ -496,6 +554,7 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id)
         agg_info("job %u destroyed", job->id);
         aggmgr_tree_free(&job->tree);
         free(job->cas);
+        free(job->rank_host);
         free(job->held);
         free(job);
         am->num_jobs--;

@@ -89,7 +89,8 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
         return AGG_ERR_PROTOCOL;
     }
     agg_wire_swap(reg, AGG_FMT_SIM_REGISTER, 1);
-    reg->host[sizeof(reg->host) - 1] = '\0';
+    reg->host[sizeof(reg->host) - 1]           = '\0';
+    reg->data_addr[sizeof(reg->data_addr) - 1] = '\0';
     if (am->sim.fd >= 0) {
         agg_error("switchsim pid %u on %s refused: switchsim %u (pid %u) already hosts "
                   "every switch; splitting a fabric across switchsim processes is not "
@@ -140,8 +141,10 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     am->sim.an_sat_flows      = reg->an_sat_flows;
     am->sim.workers           = reg->workers;
     snprintf(am->sim.host, sizeof(am->sim.host), "%s", reg->host);
-    agg_info("switchsim %u registered: pid %u on %s hosts %d switches, %u reduction threads",
-             am->sim.id, reg->pid, reg->host, k, reg->workers);
+    snprintf(am->sim.data_addr, sizeof(am->sim.data_addr), "%s", reg->data_addr);
+    agg_info("switchsim %u registered: pid %u on %s hosts %d switches, %u reduction threads%s%s",
+             am->sim.id, reg->pid, reg->host, k, reg->workers,
+             reg->data_addr[0] ? ", TCP data port " : "", reg->data_addr);
     return AGG_OK;
 }
 
@@ -188,7 +191,7 @@ static agg_status_t aggmgr__on_job_create(aggmgr_t *am, aggmgr_conn_t *c, uint32
 static size_t aggmgr__tree_block_len(const aggmgr_gtree_t *gt, uint32_t n)
 {
     return sizeof(agg_wire_group_tree_t) +
-           (gt->status == AGG_OK ? sizeof(agg_wire_endpoint_t) +
+           (gt->status == AGG_OK ? (gt->any_remote ? 2 : 1) * sizeof(agg_wire_endpoint_t) +
                                    (size_t)n * sizeof(agg_wire_member_ep_t) : 0);
 }
 
@@ -198,8 +201,8 @@ static size_t aggmgr__tree_block(aggmgr_t *am, const aggmgr_gtree_t *gt, uint32_
 {
     agg_wire_group_tree_t *t = (agg_wire_group_tree_t *)p;
     agg_wire_endpoint_t *ep = (agg_wire_endpoint_t *)(t + 1);
-    agg_wire_member_ep_t *mep = (agg_wire_member_ep_t *)(ep + 1);
-    uint32_t i;
+    uint32_t i, num_ep = gt->status == AGG_OK && gt->any_remote ? 2 : 1;
+    agg_wire_member_ep_t *mep = (agg_wire_member_ep_t *)(ep + num_ep);
 
     memset(t, 0, sizeof(*t));
     t->status = gt->status;
@@ -210,12 +213,17 @@ static size_t aggmgr__tree_block(aggmgr_t *am, const aggmgr_gtree_t *gt, uint32_
         t->payload       = gt->payload;
         t->depth         = (uint32_t)gt->tree.depth;
         t->nodes         = (uint32_t)gt->tree.num_nodes;
-        t->num_endpoints = 1; /* one switchsim hosts every switch */
+        /* one switchsim hosts every switch: its shared memory, and its TCP
+           data port for members on other hosts */
+        t->num_endpoints = num_ep;
         t->root_guid     = am->topo.nodes[gt->tree.nodes[0].topo_node].guid;
-        *ep = gt->endpoint;
-        agg_wire_swap(ep, AGG_FMT_ENDPOINT, 1);
+        ep[0] = gt->endpoint;
+        if (num_ep == 2) {
+            ep[1] = gt->tcp;
+        }
+        agg_wire_swap(ep, AGG_FMT_ENDPOINT, num_ep);
         for (i = 0; i < n; ++i) {
-            mep[i].endpoint  = 0;
+            mep[i].endpoint  = gt->remote != NULL && gt->remote[i] ? 1 : 0;
             mep[i].channel   = i;
             mep[i].leaf_guid =
                 am->topo.nodes[gt->tree.nodes[gt->tree.hca_leaf[i]].topo_node].guid;

@@ -180,6 +180,13 @@ static agg_status_t agg__dp_forward(agg_dp_view_t *v, const agg_dp_node_t *node,
     if (node->up == AGG_DP_UP_LOCAL) {
         return agg_dp_push(v, (uint32_t)node->parent, node->position, &c, drv);
     }
+    if (node->up == AGG_DP_UP_NET) {
+        if (v->net == NULL) {
+            agg__dp_ring(v->host); /* switchsim owns the link */
+            return AGG_INPROGRESS;
+        }
+        return v->net->up(v->net->ctx, node->port, &c);
+    }
     peer = v->peers != NULL ? v->peers[node->port] : NULL;
     if (peer == NULL) {
         /* this process does not map the parent's segment: switchsim does */
@@ -198,15 +205,25 @@ static agg_status_t agg__dp_deliver_down(agg_dp_view_t *v, const agg_dp_node_t *
     uint32_t i;
 
     for (i = 0; i < node->num_down; ++i) {
-        if (v->peers == NULL || v->peers[node->down_first + i] == NULL) {
+        uint8_t kind = agg_dp_port(v->seg, node->down_first + i)->kind;
+
+        if (kind == AGG_DP_PORT_SHM ? v->peers == NULL || v->peers[node->down_first + i] == NULL
+                                    : v->net == NULL) {
+            agg__dp_ring(v->host); /* switchsim maps it, or owns the link */
             return AGG_INPROGRESS;
         }
     }
     for (i = 0; i < node->num_down; ++i) {
-        agg_dp_view_t *peer = v->peers[node->down_first + i];
         agg_dp_port_t *port = agg_dp_port(v->seg, node->down_first + i);
-        agg_dp_slot_t *dst = agg_dp_slot(peer->seg, agg_dp_node(peer->seg, port->node),
-                                         slot->cur);
+        agg_dp_view_t *peer;
+        agg_dp_slot_t *dst;
+
+        if (port->kind != AGG_DP_PORT_SHM) {
+            v->net->down(v->net->ctx, node->down_first + i, slot);
+            continue;
+        }
+        peer = v->peers[node->down_first + i];
+        dst  = agg_dp_slot(peer->seg, agg_dp_node(peer->seg, port->node), slot->cur);
 
         if (slot->status == AGG_OK && slot->kind == AGG_DP_KIND_DATA) {
             memcpy(agg_dp_acc(dst), agg_dp_acc(slot), bytes);
@@ -226,6 +243,40 @@ static agg_status_t agg__dp_deliver_down(agg_dp_view_t *v, const agg_dp_node_t *
         __atomic_store_n(&dst->done, slot->cur, __ATOMIC_SEQ_CST);
         agg_dp_wake_members(peer->seg);
     }
+    return AGG_OK;
+}
+
+agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const void *acc)
+{
+    agg_dp_seg_t *s = v->seg;
+    const agg_dp_node_t *top = agg_dp_node(s, 0);
+    agg_dp_slot_t *dst = agg_dp_slot(s, top, hdr->cur);
+    size_t bytes = (size_t)hdr->count * agg_dtype_acc_size(hdr->dtype);
+
+    if (top->up == AGG_DP_UP_ROOT || hdr->count * (uint64_t)agg_dtype_acc_size(hdr->dtype) >
+                                         (uint64_t)s->payload * AGG_DP_ACC_FACTOR) {
+        return AGG_ERR_BAD_FRAGMENT; /* the top of the tree gets no result from above */
+    }
+    if (hdr->status == AGG_OK && hdr->kind == AGG_DP_KIND_DATA && bytes > 0) {
+        memcpy(agg_dp_acc(dst), acc, bytes);
+    }
+    if (hdr->kind == AGG_DP_KIND_LOCK && hdr->status != AGG_OK) {
+        agg__dp_unlock_sat(v); /* a refused lock: give back what this part took */
+    }
+    dst->status = hdr->status;
+    dst->count  = hdr->count;
+    dst->op     = hdr->op;
+    dst->dtype  = hdr->dtype;
+    dst->kind   = hdr->kind;
+    dst->coll   = hdr->coll;
+    dst->root   = hdr->root;
+    dst->total  = hdr->total;
+    dst->cur    = hdr->cur;
+    if (top->num_down > 0) {
+        agg__dp_deliver_down(v, top, dst);
+    }
+    __atomic_store_n(&dst->done, hdr->cur, __ATOMIC_SEQ_CST);
+    agg_dp_wake_members(s);
     return AGG_OK;
 }
 
@@ -263,7 +314,8 @@ static agg_status_t agg__dp_move_on(agg_dp_view_t *v, const agg_dp_node_t *node,
     if (node->up == AGG_DP_UP_ROOT) {
         return agg__dp_publish(v, node, slot, drv);
     }
-    if (node->up == AGG_DP_UP_SHM && !(slot->flags & AGG_DP_SLOT_PENDING)) {
+    if ((node->up == AGG_DP_UP_SHM || node->up == AGG_DP_UP_NET) &&
+        !(slot->flags & AGG_DP_SLOT_PENDING)) {
         agg__dp_lock_step(v, slot, drv);
     }
     return agg__dp_forward(v, node, slot, drv);

@@ -59,9 +59,10 @@ static int agg__dp_shape_ok(const agg_dp_shape_t *sh, char *why, size_t whylen)
                      d->parent);
             return 0;
         }
-        if ((i == 0 && d->up != AGG_DP_UP_ROOT && d->up != AGG_DP_UP_SHM) ||
+        if ((i == 0 && d->up != AGG_DP_UP_ROOT && d->up != AGG_DP_UP_SHM &&
+             d->up != AGG_DP_UP_NET) ||
             (i > 0 && d->up != AGG_DP_UP_LOCAL) ||
-            (d->up == AGG_DP_UP_SHM && d->port >= sh->num_ports) ||
+            ((d->up == AGG_DP_UP_SHM || d->up == AGG_DP_UP_NET) && d->port >= sh->num_ports) ||
             d->down_first + (uint64_t)d->num_down > sh->num_ports) {
             agg_errf(why, whylen, "node %u: bad up port %u / down ports %u+%u", i, d->up,
                      d->down_first, d->num_down);
@@ -235,9 +236,10 @@ agg_status_t agg_dp_check(const void *mem, size_t size, char *why, size_t whylen
         if ((i == 0) != (n->parent == -1) || (i > 0 && (n->parent < 0 ||
                                                         (uint32_t)n->parent >= i)) ||
             n->expected == 0 || n->expected > AGG_DP_MAX_MEMBERS + AGG_DP_MAX_NODES ||
-            (i == 0 && n->up != AGG_DP_UP_ROOT && n->up != AGG_DP_UP_SHM) ||
+            (i == 0 && n->up != AGG_DP_UP_ROOT && n->up != AGG_DP_UP_SHM &&
+             n->up != AGG_DP_UP_NET) ||
             (i > 0 && n->up != AGG_DP_UP_LOCAL) ||
-            (n->up == AGG_DP_UP_SHM && n->port >= s->num_ports) ||
+            ((n->up == AGG_DP_UP_SHM || n->up == AGG_DP_UP_NET) && n->port >= s->num_ports) ||
             n->down_first + (uint64_t)n->num_down > s->num_ports ||
             n->slots_off % 8 ||
             !agg__dp_in(n->slots_off, (uint64_t)s->num_slots * s->slot_stride, size) ||

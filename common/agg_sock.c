@@ -312,3 +312,17 @@ agg_status_t agg_msg_call_status(int fd, uint16_t type, const void *body, size_t
     agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
     return (agg_status_t)rep.status;
 }
+
+void agg_sock_addr_string(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    socklen_t salen = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+                                                  sizeof(struct sockaddr_in);
+
+    if (getnameinfo(sa, salen, host, sizeof(host), serv, sizeof(serv),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
+}

@@ -27,6 +27,7 @@ const char *agg_status_string(agg_status_t status)
     case AGG_ERR_NO_JOB:         return "no such job";
     case AGG_ERR_NO_SWITCHSIM:   return "no aggregation nodes registered with the manager";
     case AGG_ERR_TOPOLOGY:       return "topology error";
+    case AGG_ERR_AUTH:           return "authentication failed (wrong shared secret?)";
     case AGG_ERR_QUOTA:          return "quota exceeded";
     case AGG_ERR_NO_RESOURCE:    return "no aggregation resources left";
     case AGG_ERR_GROUP_ALLOC:    return "group allocation failed";

@@ -38,6 +38,19 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "aggmgr listens there; clients and switchsim connect there. "
                   "IPv6 addresses are written in brackets, e.g. [::1]:6126.",
     },
+    [AGG_CONF_AM_KEY_FILE] = {
+        .id     = AGG_CONF_AM_KEY_FILE,
+        .key    = "am_key_file",
+        .env    = {"AGG_AM_KEY_FILE", NULL},
+        .defval = "",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_ALL,
+        .doc    = "File holding the shared secret (mode 0600) that aggmgr and "
+                  "switchsim ask of every peer when they listen on an address "
+                  "other than loopback; AGG_AM_SECRET, when set, is used instead. "
+                  "The secret never travels: each side proves it knows it "
+                  "(HMAC-SHA256 over random challenges). Loopback needs none.",
+    },
     [AGG_CONF_CONNECT_TIMEOUT_MS] = {
         .id     = AGG_CONF_CONNECT_TIMEOUT_MS,
         .key    = "connect_timeout_ms",
@@ -701,5 +714,18 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "leave to switchsim (all of it with rank_progress off); a "
                   "thread with nothing to do sleeps, and none spins while "
                   "processes outnumber cores.",
+    },
+    [AGG_CONF_SIM_DATA_ADDR] = {
+        .id     = AGG_CONF_SIM_DATA_ADDR,
+        .key    = "sim_data_addr",
+        .env    = {"AGG_SIM_DATA_ADDR", NULL},
+        .defval = "",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_SIM,
+        .doc    = "host:port where switchsim takes fragments over TCP from ranks "
+                  "on other hosts (an address of this host they can reach; port 0 "
+                  "picks one). Empty: shared memory only, ranks of other hosts "
+                  "stay on the host path. Off loopback the shared secret "
+                  "(am_key_file, AGG_AM_SECRET) is required.",
     },
 };

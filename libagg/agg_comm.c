@@ -74,7 +74,7 @@ static agg_status_t agg__reply_parse(const uint8_t *body, size_t len, uint32_t n
         if (gt->status != AGG_OK) {
             continue;
         }
-        if (gt->num_endpoints == 0 || gt->num_endpoints > n || gt->osts == 0 ||
+        if (gt->num_endpoints == 0 || gt->num_endpoints > n + 1 || gt->osts == 0 ||
             gt->osts > 4096 || gt->payload < 8 ||
             (len - off) / sizeof(*eps) < gt->num_endpoints ||
             (len - off - gt->num_endpoints * sizeof(*eps)) / sizeof(*mep) < n) {
@@ -122,7 +122,7 @@ static agg_status_t agg__reply_to_host(uint8_t *body, size_t len, uint32_t n)
         if (gt->status != AGG_OK) {
             continue;
         }
-        if (gt->num_endpoints > n || (len - off) / sizeof(agg_wire_endpoint_t) <
+        if (gt->num_endpoints > n + 1 || (len - off) / sizeof(agg_wire_endpoint_t) <
                                          gt->num_endpoints) {
             return AGG_ERR_PROTOCOL;
         }

@@ -207,6 +207,16 @@ static void agg__context_settings(agg_context_t *ctx, const agg_context_spec_t *
     ctx->alike.sat_retry_us    = (int)agg_conf_int(c, AGG_CONF_SAT_LOCK_RETRY_US);
     ctx->alike.lock_on_init    = (int)agg_conf_int(c, AGG_CONF_LOCK_ON_COMM_INIT);
     ctx->alike.reproducible    = (int)agg_conf_int(c, AGG_CONF_REPRODUCIBLE);
+    {
+        char why[256];
+
+        /* only a switchsim off loopback asks for it: a bad key file is said
+           now, and such groups are then refused at attach */
+        if (agg_auth_load(&ctx->auth, agg_conf_str(c, AGG_CONF_AM_KEY_FILE), why,
+                          sizeof(why)) != AGG_OK) {
+            agg_error("%s", why);
+        }
+    }
 }
 
 /*

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "agg/agg.h"
+#include "agg/auth.h"
 #include "agg/conf.h"
 #include "agg/wire.h"
 
@@ -52,6 +53,7 @@ struct agg_context {
     /* this rank's own, read once */
     int             rank_progress;
     int             sat_zcopy;
+    agg_auth_t      auth;          /* the shared secret, for switchsims off loopback */
 };
 
 /* One tree of a group as this member sees it (from GROUP_CREATE_REPLY). */
@@ -122,6 +124,9 @@ typedef struct agg_tl_ops {
 
 /* Shared memory with a switchsim on this host (agg_tl_shm.c). */
 extern const agg_tl_ops_t agg_tl_shm_ops;
+
+/* TCP to a switchsim on another host (agg_tl_tcp.c). */
+extern const agg_tl_ops_t agg_tl_tcp_ops;
 
 /* A transport for an endpoint type; NULL when this build has none. */
 const agg_tl_ops_t *agg__tl_for(uint32_t transport);

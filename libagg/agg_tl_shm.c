@@ -315,5 +315,6 @@ const agg_tl_ops_t agg_tl_shm_ops = {
 
 const agg_tl_ops_t *agg__tl_for(uint32_t transport)
 {
-    return transport == AGG_TL_SHM ? &agg_tl_shm_ops : NULL;
+    return transport == AGG_TL_SHM ? &agg_tl_shm_ops :
+           transport == AGG_TL_TCP ? &agg_tl_tcp_ops : NULL;
 }

@@ -138,6 +138,9 @@ int main(int argc, char **argv)
         agg_error("%s", err);
         goto out;
     }
+    if (switchsim_net_start(&sim) != AGG_OK) {
+        goto out;
+    }
     if (switchsim_ctl_register(&sim, (int)agg_conf_int(&sim.conf,
                                                        AGG_CONF_CONNECT_TIMEOUT_MS)) != AGG_OK ||
         switchsim_workers_start(&sim) != AGG_OK) {
@@ -193,6 +196,7 @@ int main(int argc, char **argv)
 
 out:
     switchsim_workers_stop(&sim);
+    switchsim_net_stop(&sim);
     if (stats_file != NULL) {
         switchsim_write_stats(&sim, stats_file);
     }

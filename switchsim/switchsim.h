@@ -16,6 +16,8 @@
 #include "agg/wire.h"
 
 struct switchsim_group;
+struct switchsim;
+typedef struct switchsim_net switchsim_net_t;
 
 /* A group's node on a switch: what the switch gave it. */
 typedef struct switchsim_gnode {
@@ -57,6 +59,13 @@ typedef struct switchsim_group {
     switchsim_an_t   **ans;         /* per node: its switch */
     uint32_t           work_seen[SWITCHSIM_MAX_WORKERS]; /* per worker: the segment's
                                        work_gen it handled last (one driver, many groups) */
+    uint32_t           net_work_seen; /* the same for the data port's thread */
+    /* members on other hosts (TCP): */
+    uint8_t           *remote;      /* per member: 1 when it attaches over TCP */
+    uint32_t          *member_conn; /* per member: data connection + 1, 0 none (atomic) */
+    uint32_t          *member_gen;  /* that connection's use it was bound in */
+    struct switchsim  *sim;
+    agg_dp_net_t       netops;      /* view.net: results to those members */
     struct switchsim_group *next;
 } switchsim_group_t;
 
@@ -89,6 +98,7 @@ typedef struct switchsim {
     switchsim_worker_t *workers;
     volatile int        stop;
     long                num_cpus;
+    switchsim_net_t    *net;         /* the TCP data port; NULL without sim_data_addr */
 } switchsim_t;
 
 /*
@@ -156,6 +166,21 @@ void switchsim_stats(switchsim_t *sim, agg_dp_counters_t *sum);
 
 /* The counters as a STATS_REPLY (host order): for aggmgr and the stats file. */
 void switchsim_stats_reply(switchsim_t *sim, agg_msg_stats_reply_t *rep);
+
+/* ---- the TCP data port (switchsim_net.c) ---- */
+
+/* Listens on sim_data_addr, if set, and starts the thread serving it. */
+agg_status_t switchsim_net_start(switchsim_t *sim);
+void switchsim_net_stop(switchsim_t *sim);
+
+/* The address ranks on other hosts are told ("" without a data port). */
+const char *switchsim_net_addr(const switchsim_t *sim);
+
+/* Points a new group's view at the data port (results to members over TCP). */
+void switchsim_net_group_init(switchsim_t *sim, switchsim_group_t *g);
+
+/* Adds the data port thread's counters. */
+void switchsim_net_stats(switchsim_t *sim, agg_dp_counters_t *sum);
 
 /* ---- control link to aggmgr (switchsim_ctl.c) ---- */
 

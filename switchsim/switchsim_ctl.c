@@ -38,6 +38,7 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
     reg.an_sat_flows       = (uint32_t)agg_conf_int(&sim->conf, AGG_CONF_AN_SAT_FLOWS);
     reg.workers            = sim->num_workers;
     gethostname(reg.host, sizeof(reg.host) - 1);
+    snprintf(reg.data_addr, sizeof(reg.data_addr), "%s", switchsim_net_addr(sim));
     agg_wire_swap(&reg, AGG_FMT_SIM_REGISTER, 1);
 
     buf = malloc(max);

@@ -55,14 +55,22 @@ static void switchsim__group_free(switchsim_t *sim, switchsim_group_t *g)
     }
     free(g->gnodes);
     free(g->ans);
+    free(g->remote);
+    free(g->member_conn);
+    free(g->member_gen);
     free(g);
 }
 
-/* The shape of the segment: tree nodes as aggmgr sent them, all local here. */
+/*
+ * The shape of the segment: tree nodes as aggmgr sent them, all local here;
+ * members on other hosts get their results through MEMBER down ports of
+ * node 0 (ports: one per member at most).
+ */
 static agg_status_t switchsim__shape(switchsim_t *sim, const agg_msg_group_config_t *cfg,
                                      const agg_wire_tree_node_t *nodes,
                                      const agg_wire_member_t *members, switchsim_group_t *g,
-                                     agg_dp_node_desc_t *desc, uint32_t *leaf)
+                                     agg_dp_node_desc_t *desc, uint32_t *leaf,
+                                     agg_dp_port_t *ports, uint32_t *num_ports)
 {
     uint32_t i;
 
@@ -80,9 +88,23 @@ static agg_status_t switchsim__shape(switchsim_t *sim, const agg_msg_group_confi
             .up     = i == 0 ? AGG_DP_UP_ROOT : AGG_DP_UP_LOCAL,
         };
     }
+    *num_ports = 0;
     for (i = 0; i < cfg->num_members; ++i) {
         leaf[i] = members[i].leaf;
+        if (!(members[i].flags & AGG_MEMBER_F_REMOTE)) {
+            continue;
+        }
+        if (sim->net == NULL) {
+            agg_error("group %u: member %u is on another host, and this switchsim has no "
+                      "TCP data port (set sim_data_addr)", cfg->group_id, i);
+            return AGG_ERR_NOT_SUPPORTED;
+        }
+        g->remote[i] = 1;
+        ports[*num_ports] = (agg_dp_port_t){.node = i, .kind = AGG_DP_PORT_MEMBER};
+        ++*num_ports;
     }
+    desc[0].num_down   = *num_ports;
+    desc[0].down_first = 0;
     return AGG_OK;
 }
 
@@ -92,6 +114,8 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
                                     switchsim_group_t **group_out)
 {
     agg_dp_node_desc_t *desc = NULL;
+    agg_dp_port_t *ports = NULL;
+    uint32_t num_ports = 0;
     agg_dp_shape_t shape;
     agg_dp_seg_t layout;
     switchsim_group_t *g;
@@ -119,7 +143,8 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     g    = calloc(1, sizeof(*g));
     desc = calloc(cfg->num_nodes, sizeof(*desc));
     leaf = calloc(cfg->num_members, sizeof(*leaf));
-    if (g == NULL || desc == NULL || leaf == NULL) {
+    ports = calloc(cfg->num_members, sizeof(*ports));
+    if (g == NULL || desc == NULL || leaf == NULL || ports == NULL) {
         free(g);
         st = AGG_ERR_NO_MEMORY;
         goto out;
@@ -131,11 +156,15 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     g->num_nodes   = cfg->num_nodes;
     g->gnodes      = calloc(cfg->num_nodes, sizeof(*g->gnodes));
     g->ans         = calloc(cfg->num_nodes, sizeof(*g->ans));
-    if (g->gnodes == NULL || g->ans == NULL) {
+    g->remote      = calloc(cfg->num_members, sizeof(*g->remote));
+    g->member_conn = calloc(cfg->num_members, sizeof(*g->member_conn));
+    g->member_gen  = calloc(cfg->num_members, sizeof(*g->member_gen));
+    if (g->gnodes == NULL || g->ans == NULL || g->remote == NULL || g->member_conn == NULL ||
+        g->member_gen == NULL) {
         st = AGG_ERR_NO_MEMORY;
         goto err_free;
     }
-    st = switchsim__shape(sim, cfg, nodes, members, g, desc, leaf);
+    st = switchsim__shape(sim, cfg, nodes, members, g, desc, leaf, ports, &num_ports);
     if (st != AGG_OK) {
         goto err_nodes;
     }
@@ -149,6 +178,8 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
         .nodes       = desc,
         .num_members = cfg->num_members,
         .member_leaf = leaf,
+        .num_ports   = num_ports,
+        .ports       = ports,
     };
     size = agg_dp_layout(&shape, &layout, why, sizeof(why));
     if (size == 0 || size > SWITCHSIM_MAX_SEGMENT) {
@@ -194,6 +225,7 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     if (st == AGG_OK) {
         g->view.size = size;
         g->view.host = sim->host;
+        switchsim_net_group_init(sim, g);
         st = agg_dp_init(g->view.seg, size, &shape);
     }
     if (st != AGG_OK) {
@@ -226,6 +258,7 @@ err_free:
 out:
     free(desc);
     free(leaf);
+    free(ports);
     return st;
 }
 

@@ -167,6 +167,7 @@ void switchsim_stats(switchsim_t *sim, agg_dp_counters_t *sum)
     for (i = 0; sim->workers != NULL && i < sim->num_workers; ++i) {
         agg_dp_counters_add(sum, &sim->workers[i].ctr);
     }
+    switchsim_net_stats(sim, sum);
     for (g = sim->groups; g != NULL; g = g->next) {
         for (m = 0; m < g->num_members; ++m) {
             agg_dp_counters_add(sum, &agg_dp_chan(g->view.seg, m)->drv);

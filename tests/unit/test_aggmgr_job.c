@@ -265,6 +265,9 @@ static fake_sim_t *fake_start(aggmgr_t *am)
     assert_int_equal(pthread_create(&fs->thread, NULL, fake_main, fs), 0);
     am->sim.fd = fs->fd;
     am->sim.id = 1;
+    /* on the host of the jobs' ranks, with a TCP data port for those of other hosts */
+    snprintf(am->sim.host, sizeof(am->sim.host), "test");
+    snprintf(am->sim.data_addr, sizeof(am->sim.data_addr), "127.0.0.1:7126");
     return fs;
 }
 

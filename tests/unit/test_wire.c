@@ -26,6 +26,7 @@
 
 #include "agg/sock.h"
 #include "agg/status.h"
+#include "agg/net.h"
 #include "agg/wire.h"
 
 /* ---- layout tables -------------------------------------------------- */
@@ -82,8 +83,9 @@ DEFINE_LAYOUT(hello_reply, agg_msg_hello_reply_t, 16, HELLO_REPLY_LAYOUT)
     X(agg_msg_sim_register_t, an_max_groups, 12, 4)                            \
     X(agg_msg_sim_register_t, an_sat_flows, 16, 4)                             \
     X(agg_msg_sim_register_t, workers, 20, 4)                                  \
-    X(agg_msg_sim_register_t, host, 24, 64)
-DEFINE_LAYOUT(sim_register, agg_msg_sim_register_t, 88, SIM_REGISTER_LAYOUT)
+    X(agg_msg_sim_register_t, host, 24, 64)                                    \
+    X(agg_msg_sim_register_t, data_addr, 88, 64)
+DEFINE_LAYOUT(sim_register, agg_msg_sim_register_t, 152, SIM_REGISTER_LAYOUT)
 
 #define SIM_REGISTER_REPLY_LAYOUT(X)                                           \
     X(agg_msg_sim_register_reply_t, status, 0, 4)                              \
@@ -121,8 +123,8 @@ DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 32, GROUP_CONFIG_LAYOUT)
     X(agg_wire_tree_node_t, reserved, 12, 4)
 DEFINE_LAYOUT(tree_node, agg_wire_tree_node_t, 16, TREE_NODE_LAYOUT)
 
-#define MEMBER_LAYOUT(X) X(agg_wire_member_t, leaf, 0, 4)
-DEFINE_LAYOUT(member, agg_wire_member_t, 4, MEMBER_LAYOUT)
+#define MEMBER_LAYOUT(X) X(agg_wire_member_t, leaf, 0, 4) X(agg_wire_member_t, flags, 4, 4)
+DEFINE_LAYOUT(member, agg_wire_member_t, 8, MEMBER_LAYOUT)
 
 /* The embedded endpoint is pinned field by field, as its format letters walk it. */
 #define GROUP_CONFIG_REPLY_LAYOUT(X)                                           \
@@ -344,8 +346,23 @@ DEFINE_LAYOUT(dp_node, agg_dp_node_t, 64, DP_NODE_LAYOUT)
     X(agg_dp_port_t, seg, 0, 64)                                               \
     X(agg_dp_port_t, node, 64, 4)                                              \
     X(agg_dp_port_t, position, 68, 4)                                          \
-    X(agg_dp_port_t, pad, 72, 56)
+    X(agg_dp_port_t, kind, 72, 1)                                              \
+    X(agg_dp_port_t, pad, 73, 55)
 DEFINE_LAYOUT(dp_port, agg_dp_port_t, 128, DP_PORT_LAYOUT)
+#define NET_MSG_LAYOUT(X)                                                      \
+    X(agg_net_msg_t, magic, 0, 4) X(agg_net_msg_t, type, 4, 1)                 \
+    X(agg_net_msg_t, tree, 5, 1) X(agg_net_msg_t, kind, 6, 1)                  \
+    X(agg_net_msg_t, coll, 7, 1) X(agg_net_msg_t, op, 8, 1)                    \
+    X(agg_net_msg_t, dtype, 9, 1) X(agg_net_msg_t, flags, 10, 1)               \
+    X(agg_net_msg_t, reserved, 11, 1) X(agg_net_msg_t, group_id, 12, 4)        \
+    X(agg_net_msg_t, part, 16, 4)                                              \
+    X(agg_net_msg_t, channel, 20, 4) X(agg_net_msg_t, status, 24, 4)           \
+    X(agg_net_msg_t, reserved2, 28, 4)                                         \
+    X(agg_net_msg_t, n, 32, 8) X(agg_net_msg_t, count, 40, 4)                  \
+    X(agg_net_msg_t, root, 44, 4) X(agg_net_msg_t, total, 48, 4)               \
+    X(agg_net_msg_t, off, 52, 4) X(agg_net_msg_t, len, 56, 4)                  \
+    X(agg_net_msg_t, bytes, 60, 4)
+DEFINE_LAYOUT(net_msg, agg_net_msg_t, 64, NET_MSG_LAYOUT)
 
 #define DP_SLOT_LAYOUT(X)                                                      \
     X(agg_dp_slot_t, state, 0, 4)                                              \
@@ -403,14 +420,14 @@ static const struct_pin_t structs[] = {
     STRUCT(status, agg_msg_status_t, 4, AGG_FMT_STATUS),
     STRUCT(hello, agg_msg_hello_t, 72, AGG_FMT_HELLO),
     STRUCT(hello_reply, agg_msg_hello_reply_t, 16, AGG_FMT_HELLO_REPLY),
-    STRUCT(sim_register, agg_msg_sim_register_t, 88, AGG_FMT_SIM_REGISTER),
+    STRUCT(sim_register, agg_msg_sim_register_t, 152, AGG_FMT_SIM_REGISTER),
     STRUCT(sim_register_reply, agg_msg_sim_register_reply_t, 16,
            AGG_FMT_SIM_REGISTER_REPLY),
     STRUCT(switch, agg_wire_switch_t, 72, AGG_FMT_SWITCH),
     STRUCT(endpoint, agg_wire_endpoint_t, 136, AGG_FMT_ENDPOINT),
     STRUCT(group_config, agg_msg_group_config_t, 32, AGG_FMT_GROUP_CONFIG),
     STRUCT(tree_node, agg_wire_tree_node_t, 16, AGG_FMT_TREE_NODE),
-    STRUCT(member, agg_wire_member_t, 4, AGG_FMT_MEMBER),
+    STRUCT(member, agg_wire_member_t, 8, AGG_FMT_MEMBER),
     STRUCT(group_config_reply, agg_msg_group_config_reply_t, 152,
            AGG_FMT_GROUP_CONFIG_REPLY),
     STRUCT(group_ref, agg_msg_group_ref_t, 16, AGG_FMT_GROUP_REF),
@@ -430,6 +447,7 @@ static const struct_pin_t structs[] = {
     STRUCT(dp_frag, agg_dp_frag_t, 56, NULL),
     STRUCT(dp_node, agg_dp_node_t, 64, NULL),
     STRUCT(dp_port, agg_dp_port_t, 128, NULL),
+    STRUCT(net_msg, agg_net_msg_t, 64, NULL),
     STRUCT(dp_slot, agg_dp_slot_t, 64, NULL),
     STRUCT(dp_an, agg_dp_an_t, 64, NULL),
     STRUCT(dp_host, agg_dp_host_t, 128, NULL),
@@ -446,16 +464,16 @@ static const struct_pin_t structs[] = {
 
 /* Numbers both ends agree on: magics, versions, lengths, enum values, flag bits. */
 #define CONSTANTS(X)                                                           \
-    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 3)                       \
+    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 4)                       \
     X(AGG_WIRE_MAX_BODY, 1048576) X(AGG_WIRE_NAME_LEN, 64)                     \
     X(AGG_WIRE_EP_ADDR_LEN, 128)                                               \
     X(AGG_PEER_CLIENT, 1) X(AGG_PEER_SIM, 2) X(AGG_PEER_TOOL, 3)               \
-    X(AGG_TL_SHM, 1)                                                           \
+    X(AGG_TL_SHM, 1) X(AGG_TL_TCP, 2)                                          \
     X(AGG_TREE_LLT, 0) X(AGG_TREE_SAT, 1)                                      \
     X(AGG_GROUP_F_SAT, 0x01) X(AGG_GROUP_F_REPRODUCIBLE, 0x02)                 \
     X(AGG_JOB_F_SAT, 0x01) X(AGG_JOB_F_SPREAD, 0x02)                           \
     X(AGG_DP_MAGIC, 0x50444741) X(AGG_DP_HOST_MAGIC, 0x54534841)               \
-    X(AGG_DP_VERSION, 5) X(AGG_DP_LINE, 64) X(AGG_DP_NAME_LEN, 64)             \
+    X(AGG_DP_VERSION, 6) X(AGG_DP_LINE, 64) X(AGG_DP_NAME_LEN, 64)             \
     X(AGG_DP_KIND_DATA, 0) X(AGG_DP_KIND_LOCK, 1) X(AGG_DP_KIND_UNLOCK, 2)     \
     X(AGG_DP_KIND__COUNT, 3)                                                   \
     X(AGG_DP_F_REPRODUCIBLE, 0x01)                                             \
@@ -745,7 +763,7 @@ static void test_formats_match_structs(void **state)
 static void test_hdr_encode_bytes(void **state)
 {
     static const uint8_t want[16] = {0x41, 0x47, 0x47, 0x4d, /* "AGGM" */
-                                     0x00, 0x03,             /* version */
+                                     0x00, 0x04,             /* version */
                                      0x00, 0x09,             /* JOB_CREATE */
                                      0x01, 0x02, 0x03, 0x04, /* length */
                                      0xa1, 0xb2, 0xc3, 0xd4}; /* txid */
@@ -952,7 +970,8 @@ static void test_hdr_decode_checks(void **state)
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 1, 0), AGG_ERR_VERSION); /* a version 1 peer */
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 2, 0), AGG_ERR_VERSION); /* before shared_adapters */
-    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 4, 0), AGG_ERR_VERSION);
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 3, 0), AGG_ERR_VERSION); /* before TCP members */
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 5, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0x0100, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(0, AGG_WIRE_VERSION, 0), AGG_ERR_PROTOCOL);
     /* a host-order (unswapped) magic is not accepted */
@@ -969,7 +988,7 @@ static void test_hdr_decode_checks(void **state)
 
 static void test_msg_roundtrip(void **state)
 {
-    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x03, 0x00, 0x01,
+    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x04, 0x00, 0x01,
                                          0x00, 0x00, 0x00, 0x48, 0x00, 0x00, 0x00, 0x4d};
     agg_msg_hello_t hello = {.kind = AGG_PEER_SIM, .pid = 31337}, got;
     agg_msg_hdr_t hdr;

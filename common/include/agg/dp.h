@@ -48,7 +48,7 @@
 
 #define AGG_DP_MAGIC      0x50444741u /* "AGDP" */
 #define AGG_DP_HOST_MAGIC 0x54534841u /* "AHST" */
-#define AGG_DP_VERSION    5
+#define AGG_DP_VERSION    6
 #define AGG_DP_LINE       64
 #define AGG_DP_NAME_LEN   64
 
@@ -96,7 +96,17 @@ typedef enum agg_dp_up {
     AGG_DP_UP_ROOT  = 0, /* the group's root: publishes the result */
     AGG_DP_UP_LOCAL = 1, /* parent is node `parent` of this segment */
     AGG_DP_UP_SHM   = 2, /* parent is in another segment: port table entry `port` */
+    AGG_DP_UP_NET   = 3, /* parent is in another switchsim process, reached over the
+                            network: port table entry `port`, sent by the view's `net` */
 } agg_dp_up_t;
+
+/* agg_dp_port_t.kind */
+typedef enum agg_dp_port_kind {
+    AGG_DP_PORT_SHM    = 0, /* a segment of this host, mapped by name */
+    AGG_DP_PORT_NET    = 1, /* a part of the group in another switchsim process */
+    AGG_DP_PORT_MEMBER = 2, /* down only: member `node` of this segment, attached over
+                               the network: the result is sent to it */
+} agg_dp_port_kind_t;
 
 /* ---- the segment ------------------------------------------------------ */
 
@@ -227,10 +237,11 @@ typedef struct agg_dp_node {
  * port a child segment whose node 0 receives the result.
  */
 typedef struct agg_dp_port {
-    char     seg[AGG_DP_NAME_LEN]; /* the other segment's shared-memory name */
-    uint32_t node;
+    char     seg[AGG_DP_NAME_LEN]; /* SHM: the other segment's shared-memory name */
+    uint32_t node;                 /* MEMBER: the member's channel */
     uint32_t position;
-    uint8_t  pad[56];
+    uint8_t  kind;                 /* agg_dp_port_kind_t */
+    uint8_t  pad[55];
 } agg_dp_port_t;
 
 #define AGG_DP_SLOT_LOCKED 0x80000000u /* agg_dp_slot_t.state */
@@ -417,6 +428,7 @@ typedef struct agg_dp_view {
     size_t               size;
     agg_dp_host_t       *host;
     struct agg_dp_view **peers; /* num_ports entries, or NULL */
+    const struct agg_dp_net *net; /* NET and MEMBER ports; NULL: not this process's */
 } agg_dp_view_t;
 
 /* Who is driving: one per thread. */
@@ -449,6 +461,29 @@ typedef struct agg_dp_contrib {
     uint64_t    raddr;
     int         in_acc; /* data holds accumulator elements (a child node's partial) */
 } agg_dp_contrib_t;
+
+/*
+ * How a process that owns network links (switchsim) moves fragments through
+ * NET ports: `up` sends a completed node's partial to its parent in another
+ * switchsim, `down` a published result to a child part or a member attached
+ * over the network. Both may block briefly (a full socket) but never for
+ * long; an error is logged by them and the fragment is dropped there (the
+ * members then time out). A process with no `net` (a rank) leaves those moves
+ * to switchsim, as with SHM ports it does not map.
+ */
+typedef struct agg_dp_net {
+    agg_status_t (*up)(void *ctx, uint32_t port, const agg_dp_contrib_t *c);
+    agg_status_t (*down)(void *ctx, uint32_t port, const agg_dp_slot_t *slot);
+    void *ctx;
+} agg_dp_net_t;
+
+/*
+ * Takes a result that came down from the parent part over the network into
+ * node 0 of this segment (switchsim's receiving thread): writes the slot,
+ * passes it on through node 0's down ports, gives back this part's SAT locks
+ * when it is a refused lock, then lets the members read it.
+ */
+agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const void *acc);
 
 /*
  * Pushes a child's contribution to fragment c->n into node `node` at child

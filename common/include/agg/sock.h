@@ -6,6 +6,7 @@
 #define AGG_SOCK_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include "agg/status.h"
 #include "agg/wire.h"
@@ -18,6 +19,9 @@ agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *f
 
 /* Small control messages go out at once (TCP_NODELAY). */
 void agg_sock_nodelay(int fd);
+
+/* "ip:port" of a socket address, for log lines. */
+void agg_sock_addr_string(const struct sockaddr *sa, char *buf, size_t len);
 
 agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms);
 agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms);

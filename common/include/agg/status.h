@@ -32,6 +32,7 @@ typedef enum agg_status {
     AGG_ERR_NO_JOB            = -204,
     AGG_ERR_NO_SWITCHSIM      = -205, /* no aggregation nodes registered */
     AGG_ERR_TOPOLOGY          = -206,
+    AGG_ERR_AUTH              = -207, /* peer failed shared-secret authentication */
 
     AGG_ERR_QUOTA             = -300,
     AGG_ERR_NO_RESOURCE       = -301,

@@ -24,7 +24,7 @@
 #include "agg/status.h"
 
 #define AGG_WIRE_MAGIC    0x4147474du /* "AGGM" */
-#define AGG_WIRE_VERSION  3
+#define AGG_WIRE_VERSION  4
 #define AGG_WIRE_MAX_BODY (1u << 20)   /* larger bodies are a protocol error */
 #define AGG_WIRE_NAME_LEN 64
 
@@ -90,7 +90,9 @@ typedef struct agg_msg_sim_register {
     uint32_t an_max_groups;
     uint32_t an_sat_flows;       /* SAT groups a node serves at once */
     uint32_t workers;            /* reduction threads */
-    char     host[AGG_WIRE_NAME_LEN];
+    char     host[AGG_WIRE_NAME_LEN];      /* the host it runs on (gethostname) */
+    char     data_addr[AGG_WIRE_NAME_LEN]; /* "ip:port" where ranks of other hosts reach
+                                              it over TCP (sim_data_addr); "" none */
 } agg_msg_sim_register_t;
 
 typedef struct agg_msg_sim_register_reply {
@@ -113,6 +115,7 @@ typedef struct agg_wire_switch {
  */
 typedef enum agg_tl_type {
     AGG_TL_SHM = 1, /* shared memory with a switchsim on this host */
+    AGG_TL_TCP = 2, /* TCP to a switchsim on another host: "ip:port/g<group>/t<tree>/p<part>" */
 } agg_tl_type_t;
 
 #define AGG_WIRE_EP_ADDR_LEN (2 * AGG_WIRE_NAME_LEN)
@@ -145,8 +148,12 @@ typedef struct agg_wire_tree_node {
     uint32_t reserved;
 } agg_wire_tree_node_t;
 
+/* agg_wire_member_t.flags */
+#define AGG_MEMBER_F_REMOTE 0x01u /* on another host: attaches over TCP, gets results sent */
+
 typedef struct agg_wire_member {
     uint32_t leaf;               /* index of the member's leaf in the node list */
+    uint32_t flags;              /* AGG_MEMBER_F_* */
 } agg_wire_member_t;
 
 typedef struct agg_msg_group_config_reply {
@@ -281,13 +288,13 @@ typedef struct agg_msg_stats_reply {
 #define AGG_FMT_STATUS             "l"
 #define AGG_FMT_HELLO              "lls"
 #define AGG_FMT_HELLO_REPLY        "llll"
-#define AGG_FMT_SIM_REGISTER       "lllllls"
+#define AGG_FMT_SIM_REGISTER       "llllllss"
 #define AGG_FMT_SIM_REGISTER_REPLY "llll"
 #define AGG_FMT_SWITCH             "qs"
 #define AGG_FMT_ENDPOINT           "llss"
 #define AGG_FMT_GROUP_CONFIG       "llllllll"
 #define AGG_FMT_TREE_NODE          "qll"
-#define AGG_FMT_MEMBER             "l"
+#define AGG_FMT_MEMBER             "ll"
 #define AGG_FMT_GROUP_CONFIG_REPLY "llllllss"
 #define AGG_FMT_GROUP_REF          "llll"
 #define AGG_FMT_JOB_CREATE         "qllllllllss"

@@ -13,6 +13,7 @@ typedef enum agg_conf_id {
     /* shared by every part */
     AGG_CONF_LOG_LEVEL,            /* SHARP_COLL_LOG_LEVEL */
     AGG_CONF_AM_ADDR,              /* AGG_AM_ADDR host:port of aggmgr */
+    AGG_CONF_AM_KEY_FILE,          /* AGG_AM_KEY_FILE the shared secret, off loopback */
     AGG_CONF_CONNECT_TIMEOUT_MS,   /* AGG_CONNECT_TIMEOUT_MS */
     AGG_CONF_SPIN_COUNT,           /* AGG_SPIN_COUNT polls before a waiter sleeps */
     /* client library (libsharp_coll role) */
@@ -67,6 +68,7 @@ typedef enum agg_conf_id {
     AGG_CONF_AN_BUFFER_MB,         /* accumulator memory of an aggregation node */
     /* switchsim */
     AGG_CONF_SIM_WORKERS,          /* AGG_SIM_WORKERS reduction threads, 0 = one per core */
+    AGG_CONF_SIM_DATA_ADDR,        /* AGG_SIM_DATA_ADDR TCP data port for other hosts' ranks */
     AGG_CONF__COUNT
 } agg_conf_id_t;
 

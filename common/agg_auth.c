@@ -1,0 +1,457 @@
+#include "agg/auth.h"
+#include "agg/sock.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(agg_auth_challenge_t) == 40, "agg_auth_challenge_t is wire format");
+_Static_assert(sizeof(agg_auth_response_t) == 72, "agg_auth_response_t is wire format");
+_Static_assert(sizeof(agg_auth_verdict_t) == 40, "agg_auth_verdict_t is wire format");
+
+/* ---- SHA-256 (FIPS 180-4) ------------------------------------------- */
+
+typedef struct agg__sha256 {
+    uint32_t h[8];
+    uint8_t  buf[64];
+    size_t   fill;  /* bytes waiting in buf */
+    uint64_t total; /* bytes hashed so far */
+} agg__sha256_t;
+
+static const uint32_t agg__sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2,
+};
+
+#define AGG__ROR(_x, _n) (((_x) >> (_n)) | ((_x) << (32 - (_n))))
+
+static void agg__sha256_block(uint32_t h[8], const uint8_t *p)
+{
+    uint32_t w[64], s[8], t1, t2;
+    int i;
+
+    for (i = 0; i < 16; i++) {
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    }
+    for (; i < 64; i++) {
+        w[i] = w[i - 16] + w[i - 7] +
+               (AGG__ROR(w[i - 15], 7) ^ AGG__ROR(w[i - 15], 18) ^ (w[i - 15] >> 3)) +
+               (AGG__ROR(w[i - 2], 17) ^ AGG__ROR(w[i - 2], 19) ^ (w[i - 2] >> 10));
+    }
+    memcpy(s, h, sizeof(s));
+    for (i = 0; i < 64; i++) {
+        t1 = s[7] + (AGG__ROR(s[4], 6) ^ AGG__ROR(s[4], 11) ^ AGG__ROR(s[4], 25)) +
+             ((s[4] & s[5]) ^ (~s[4] & s[6])) + agg__sha256_k[i] + w[i];
+        t2 = (AGG__ROR(s[0], 2) ^ AGG__ROR(s[0], 13) ^ AGG__ROR(s[0], 22)) +
+             ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
+        /* a..h shift down one place; then e = d + t1 and a = t1 + t2 */
+        memmove(&s[1], &s[0], 7 * sizeof(s[0]));
+        s[4] += t1;
+        s[0]  = t1 + t2;
+    }
+    for (i = 0; i < 8; i++) {
+        h[i] += s[i];
+    }
+}
+
+static void agg__sha256_init(agg__sha256_t *c)
+{
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+
+    memcpy(c->h, h0, sizeof(h0));
+    c->fill  = 0;
+    c->total = 0;
+}
+
+static void agg__sha256_update(agg__sha256_t *c, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    size_t n;
+
+    c->total += len;
+    while (len > 0) {
+        if (c->fill == 0 && len >= 64) {
+            agg__sha256_block(c->h, p);
+            p += 64;
+            len -= 64;
+            continue;
+        }
+        n = 64 - c->fill < len ? 64 - c->fill : len;
+        memcpy(c->buf + c->fill, p, n);
+        c->fill += n;
+        p += n;
+        len -= n;
+        if (c->fill == 64) {
+            agg__sha256_block(c->h, c->buf);
+            c->fill = 0;
+        }
+    }
+}
+
+static void agg__sha256_final(agg__sha256_t *c, uint8_t out[32])
+{
+    static const uint8_t pad[64] = {0x80};
+    uint64_t bits = c->total * 8;
+    uint8_t lenbe[8];
+    int i;
+
+    /* 0x80, zeros up to 56 mod 64, then the bit length big-endian */
+    agg__sha256_update(c, pad, (c->fill < 56 ? 56 : 120) - c->fill);
+    for (i = 0; i < 8; i++) {
+        lenbe[i] = (uint8_t)(bits >> (56 - 8 * i));
+    }
+    agg__sha256_update(c, lenbe, sizeof(lenbe));
+    for (i = 0; i < 32; i++) {
+        out[i] = (uint8_t)(c->h[i / 4] >> (24 - 8 * (i % 4)));
+    }
+}
+
+void agg_sha256(const void *data, size_t len, uint8_t out[32])
+{
+    agg__sha256_t c;
+
+    agg__sha256_init(&c);
+    agg__sha256_update(&c, data, len);
+    agg__sha256_final(&c, out);
+}
+
+void agg_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
+                     uint8_t out[32])
+{
+    uint8_t k0[64] = {0}, pad[64], inner[32];
+    agg__sha256_t c;
+    int i;
+
+    if (klen > sizeof(k0)) {
+        agg_sha256(key, klen, k0);
+    } else if (klen > 0) {
+        memcpy(k0, key, klen);
+    }
+    for (i = 0; i < 64; i++) {
+        pad[i] = k0[i] ^ 0x36;
+    }
+    agg__sha256_init(&c);
+    agg__sha256_update(&c, pad, sizeof(pad));
+    agg__sha256_update(&c, data, len);
+    agg__sha256_final(&c, inner);
+    for (i = 0; i < 64; i++) {
+        pad[i] = k0[i] ^ 0x5c;
+    }
+    agg__sha256_init(&c);
+    agg__sha256_update(&c, pad, sizeof(pad));
+    agg__sha256_update(&c, inner, sizeof(inner));
+    agg__sha256_final(&c, out);
+    /* the pads and the hash state are the key in thin disguise */
+    explicit_bzero(k0, sizeof(k0));
+    explicit_bzero(pad, sizeof(pad));
+    explicit_bzero(&c, sizeof(c));
+}
+
+/* ---- the secret ------------------------------------------------------ */
+
+static agg_status_t agg__auth_read_file(const char *path, agg_auth_t *a, char *why,
+                                        size_t whylen)
+{
+    /* room for the longest secret, "\r\n", and one byte to see it is longer */
+    uint8_t buf[AGG_AUTH_KEY_MAX + 3];
+    agg_status_t st = AGG_ERR_INVALID_PARAM;
+    struct stat sb;
+    size_t len = 0;
+    ssize_t n;
+    int fd;
+
+    /* O_NONBLOCK: a FIFO must not hang the open; fstat() checks what was opened */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        agg_errf(why, whylen, "%s: cannot open the key file: %s", path, strerror(errno));
+        return AGG_ERR_INVALID_PARAM;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        agg_errf(why, whylen, "%s: the key file is not a regular file", path);
+        goto out;
+    }
+    if ((sb.st_mode & 077) != 0) {
+        agg_errf(why, whylen,
+                 "%s: the key file has mode %04o; it must not be accessible to group or "
+                 "others (chmod 600 %s)", path, (unsigned)(sb.st_mode & 07777), path);
+        goto out;
+    }
+    while (len < sizeof(buf)) {
+        n = read(fd, buf + len, sizeof(buf) - len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            agg_errf(why, whylen, "%s: cannot read the key file: %s", path, strerror(errno));
+            goto out;
+        }
+        if (n == 0) {
+            break;
+        }
+        len += (size_t)n;
+    }
+    if (len > 0 && buf[len - 1] == '\n') {
+        len -= (len > 1 && buf[len - 2] == '\r') ? 2 : 1;
+    }
+    if (len == 0) {
+        agg_errf(why, whylen, "%s: the key file holds an empty secret", path);
+    } else if (len > AGG_AUTH_KEY_MAX) {
+        agg_errf(why, whylen, "%s: the secret is longer than %d bytes", path,
+                 AGG_AUTH_KEY_MAX);
+    } else {
+        memcpy(a->key, buf, len);
+        a->len = len;
+        st     = AGG_OK;
+    }
+out:
+    explicit_bzero(buf, sizeof(buf));
+    close(fd);
+    return st;
+}
+
+agg_status_t agg_auth_load(agg_auth_t *a, const char *key_file, char *why, size_t whylen)
+{
+    const char *env = getenv(AGG_AUTH_ENV);
+    agg_status_t st = AGG_OK;
+    agg_auth_t tmp;
+
+    memset(&tmp, 0, sizeof(tmp));
+    if (env != NULL && env[0] != '\0') {
+        tmp.len = strlen(env);
+        if (tmp.len > AGG_AUTH_KEY_MAX) {
+            agg_errf(why, whylen, "%s: the secret is %zu bytes, longer than %d",
+                     AGG_AUTH_ENV, tmp.len, AGG_AUTH_KEY_MAX);
+            return AGG_ERR_INVALID_PARAM;
+        }
+        memcpy(tmp.key, env, tmp.len);
+        tmp.set = 1;
+    } else if (key_file != NULL && key_file[0] != '\0') {
+        st      = agg__auth_read_file(key_file, &tmp, why, whylen);
+        tmp.set = 1;
+    }
+    if (st == AGG_OK) {
+        *a = tmp;
+    }
+    explicit_bzero(&tmp, sizeof(tmp));
+    return st;
+}
+
+/* ---- loopback -------------------------------------------------------- */
+
+int agg_auth_addr_is_loopback(const struct sockaddr *sa)
+{
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+    const struct sockaddr_in *s4  = (const struct sockaddr_in *)sa;
+
+    if (sa == NULL) {
+        return 0;
+    }
+    if (sa->sa_family == AF_INET) {
+        return (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+int agg_auth_host_is_loopback(const char *host)
+{
+    struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
+    struct sockaddr_in s4  = {.sin_family = AF_INET};
+
+    if (host == NULL) {
+        return 0;
+    }
+    if (inet_pton(AF_INET, host, &s4.sin_addr) == 1) {
+        return agg_auth_addr_is_loopback((const struct sockaddr *)&s4);
+    }
+    if (inet_pton(AF_INET6, host, &s6.sin6_addr) == 1) {
+        return agg_auth_addr_is_loopback((const struct sockaddr *)&s6);
+    }
+    return 0;
+}
+
+/* ---- the exchange ---------------------------------------------------- */
+
+/* One side's connection: the socket, the exchange's deadline, where errors go. */
+typedef struct agg__auth_io {
+    int     fd;
+    int64_t deadline;
+    char   *why;
+    size_t  whylen;
+} agg__auth_io_t;
+
+/* Sends (out) or receives one message of the exchange before the deadline. */
+static agg_status_t agg__auth_xfer(agg__auth_io_t *io, int out, void *msg, size_t len,
+                                   const char *what)
+{
+    int64_t left = io->deadline - agg_time_ms();
+    agg_status_t st;
+
+    left = left < 0 ? 0 : left;
+    st   = out ? agg_sock_send_all(io->fd, msg, len, (int)left)
+               : agg_sock_recv_all(io->fd, msg, len, (int)left);
+    if (st == AGG_ERR_TIMEOUT) {
+        agg_errf(io->why, io->whylen, "authentication timed out %s the %s",
+                 out ? "sending" : "awaiting", what);
+    } else if (st != AGG_OK) {
+        agg_errf(io->why, io->whylen, "connection lost %s the %s during authentication",
+                 out ? "sending" : "awaiting", what);
+    }
+    return st;
+}
+
+static agg_status_t agg__auth_nonce(agg__auth_io_t *io, uint8_t nonce[AGG_AUTH_NONCE_LEN])
+{
+    size_t got = 0;
+    ssize_t n;
+
+    while (got < AGG_AUTH_NONCE_LEN) {
+        n = getrandom(nonce + got, AGG_AUTH_NONCE_LEN - got, 0);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            agg_errf(io->why, io->whylen, "getrandom() failed: %s", strerror(errno));
+            return AGG_ERR_IO;
+        }
+        got += (size_t)n;
+    }
+    return AGG_OK;
+}
+
+/* HMAC(key, label || first || second); label is "client" or "server". */
+static void agg__auth_proof(const agg_auth_t *a, const char *label, const uint8_t *first,
+                            const uint8_t *second, uint8_t out[AGG_AUTH_MAC_LEN])
+{
+    uint8_t msg[6 + 2 * AGG_AUTH_NONCE_LEN];
+
+    memcpy(msg, label, 6);
+    memcpy(msg + 6, first, AGG_AUTH_NONCE_LEN);
+    memcpy(msg + 6 + AGG_AUTH_NONCE_LEN, second, AGG_AUTH_NONCE_LEN);
+    agg_hmac_sha256(a->key, a->len, msg, sizeof(msg), out);
+}
+
+/* Compares in time independent of where the first difference is. */
+static int agg__auth_equal(const uint8_t *x, const uint8_t *y, size_t len)
+{
+    uint8_t diff = 0;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        diff |= x[i] ^ y[i];
+    }
+    return diff == 0;
+}
+
+static agg_status_t agg__auth_check_hdr(agg__auth_io_t *io, const uint8_t magic[4],
+                                        uint8_t version, const char *peer)
+{
+    if (memcmp(magic, AGG_AUTH_MAGIC, 4) != 0) {
+        agg_errf(io->why, io->whylen, "the %s does not speak the authentication exchange",
+                 peer);
+        return AGG_ERR_PROTOCOL;
+    }
+    if (version != AGG_AUTH_VERSION) {
+        agg_errf(io->why, io->whylen, "the %s speaks authentication version %u, this side %u",
+                 peer, version, AGG_AUTH_VERSION);
+        return AGG_ERR_VERSION;
+    }
+    return AGG_OK;
+}
+
+static agg_status_t agg__auth_check_key(agg__auth_io_t *io, const agg_auth_t *a)
+{
+    if (a == NULL || !a->set || a->len == 0 || a->len > AGG_AUTH_KEY_MAX) {
+        agg_errf(io->why, io->whylen, "no shared secret loaded (set %s or a key file)",
+                 AGG_AUTH_ENV);
+        return AGG_ERR_INVALID_PARAM;
+    }
+    return AGG_OK;
+}
+
+agg_status_t agg_auth_server(int fd, const agg_auth_t *a, int timeout_ms, char *why,
+                             size_t whylen)
+{
+    agg__auth_io_t io = {fd, agg_time_ms() + timeout_ms, why, whylen};
+    agg_auth_challenge_t ch = {.version = AGG_AUTH_VERSION};
+    agg_auth_verdict_t vd   = {.status = AGG_AUTH_REFUSE};
+    uint8_t want[AGG_AUTH_MAC_LEN];
+    agg_auth_response_t rsp;
+    agg_status_t st;
+    int ok;
+
+    memcpy(ch.magic, AGG_AUTH_MAGIC, 4);
+    if ((st = agg__auth_check_key(&io, a)) != AGG_OK ||
+        (st = agg__auth_nonce(&io, ch.nonce)) != AGG_OK ||
+        (st = agg__auth_xfer(&io, 1, &ch, sizeof(ch), "challenge")) != AGG_OK ||
+        (st = agg__auth_xfer(&io, 0, &rsp, sizeof(rsp), "client's proof")) != AGG_OK ||
+        (st = agg__auth_check_hdr(&io, rsp.magic, rsp.version, "client")) != AGG_OK) {
+        return st;
+    }
+    agg__auth_proof(a, "client", ch.nonce, rsp.nonce, want);
+    ok = agg__auth_equal(want, rsp.proof, sizeof(want));
+    if (ok) {
+        vd.status = AGG_AUTH_ACCEPT;
+        agg__auth_proof(a, "server", rsp.nonce, ch.nonce, vd.proof);
+    }
+    /* a refused client is told so, rather than left to time out */
+    st = agg__auth_xfer(&io, 1, &vd, sizeof(vd), "verdict");
+    if (!ok) {
+        agg_errf(why, whylen, "the client's proof does not match: wrong shared secret");
+        return AGG_ERR_AUTH;
+    }
+    return st;
+}
+
+agg_status_t agg_auth_client(int fd, const agg_auth_t *a, int timeout_ms, char *why,
+                             size_t whylen)
+{
+    agg__auth_io_t io = {fd, agg_time_ms() + timeout_ms, why, whylen};
+    agg_auth_response_t rsp = {.version = AGG_AUTH_VERSION};
+    uint8_t want[AGG_AUTH_MAC_LEN];
+    agg_auth_challenge_t ch;
+    agg_auth_verdict_t vd;
+    agg_status_t st;
+
+    if ((st = agg__auth_check_key(&io, a)) != AGG_OK ||
+        (st = agg__auth_xfer(&io, 0, &ch, sizeof(ch), "server's challenge")) != AGG_OK ||
+        (st = agg__auth_check_hdr(&io, ch.magic, ch.version, "server")) != AGG_OK ||
+        (st = agg__auth_nonce(&io, rsp.nonce)) != AGG_OK) {
+        return st;
+    }
+    memcpy(rsp.magic, AGG_AUTH_MAGIC, 4);
+    agg__auth_proof(a, "client", ch.nonce, rsp.nonce, rsp.proof);
+    if ((st = agg__auth_xfer(&io, 1, &rsp, sizeof(rsp), "proof")) != AGG_OK ||
+        (st = agg__auth_xfer(&io, 0, &vd, sizeof(vd), "server's verdict")) != AGG_OK) {
+        return st;
+    }
+    if (vd.status != AGG_AUTH_ACCEPT) {
+        agg_errf(why, whylen, "the server refused this side's proof: wrong shared secret");
+        return AGG_ERR_AUTH;
+    }
+    agg__auth_proof(a, "server", rsp.nonce, ch.nonce, want);
+    if (!agg__auth_equal(want, vd.proof, sizeof(want))) {
+        agg_errf(why, whylen, "the server's proof does not match: wrong shared secret");
+        return AGG_ERR_AUTH;
+    }
+    return AGG_OK;
+}

@@ -1,0 +1,133 @@
+/* Helpers of the TCP data path (agg/net.h). */
+#include "agg/net.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "agg/log.h"
+#include "agg/sock.h"
+
+size_t agg_net_ep_format(char *buf, size_t len, const char *addr, uint32_t group_id,
+                         uint32_t tree, uint32_t part)
+{
+    int n = snprintf(buf, len, "%s/g%u/t%u/p%u", addr, group_id, tree, part);
+
+    return n < 0 || (size_t)n >= len ? 0 : (size_t)n + 1;
+}
+
+/* "host:port" or "[v6]:port" */
+static int agg__net_split(char *text, char *host, size_t hostlen, int *port)
+{
+    char *colon = strrchr(text, ':'), *end;
+    long p;
+
+    if (colon == NULL || colon == text) {
+        return -1;
+    }
+    *colon = '\0';
+    p      = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p <= 0 || p > 65535) {
+        return -1;
+    }
+    if (text[0] == '[') {
+        size_t l = strlen(text);
+
+        if (l < 3 || text[l - 1] != ']') {
+            return -1;
+        }
+        text[l - 1] = '\0';
+        text++;
+    }
+    if (strlen(text) >= hostlen) {
+        return -1;
+    }
+    strcpy(host, text);
+    *port = (int)p;
+    return 0;
+}
+
+agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, char *why,
+                              size_t whylen)
+{
+    char text[160], *slash, tail;
+    const char *s = buf;
+
+    if (len == 0 || len >= sizeof(text) || memchr(s, '\0', len) == NULL) {
+        snprintf(why, whylen, "a TCP endpoint of %zu bytes is not a string", len);
+        return AGG_ERR_PARSE;
+    }
+    memcpy(text, s, len);
+    slash = strchr(text, '/');
+    if (slash == NULL) {
+        snprintf(why, whylen, "TCP endpoint \"%s\" has no /g<group>/t<tree>/p<part>", text);
+        return AGG_ERR_PARSE;
+    }
+    *slash = '\0';
+    if (sscanf(slash + 1, "g%u/t%u/p%u%c", &ep->group_id, &ep->tree, &ep->part, &tail) != 3 ||
+        agg__net_split(text, ep->host, sizeof(ep->host), &ep->port) != 0) {
+        snprintf(why, whylen, "TCP endpoint \"%.*s\" is not host:port/g<group>/t<tree>/p<part>",
+                 (int)len, s);
+        return AGG_ERR_PARSE;
+    }
+    return AGG_OK;
+}
+
+agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms)
+{
+    struct iovec iov[2] = {{(void *)m, sizeof(*m)}, {(void *)data, m->bytes}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = m->bytes > 0 ? 2 : 1};
+    int64_t deadline = -1;
+    ssize_t rc;
+
+    for (;;) {
+        rc = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (rc > 0) {
+            size_t left = (size_t)rc;
+
+            while (mh.msg_iovlen > 0 && left >= mh.msg_iov[0].iov_len) {
+                left -= mh.msg_iov[0].iov_len;
+                mh.msg_iov++;
+                mh.msg_iovlen--;
+            }
+            if (mh.msg_iovlen == 0) {
+                return AGG_OK;
+            }
+            mh.msg_iov[0].iov_base = (uint8_t *)mh.msg_iov[0].iov_base + left;
+            mh.msg_iov[0].iov_len -= left;
+            continue;
+        }
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            int64_t now = agg_time_ms();
+
+            if (deadline < 0) {
+                deadline = now + timeout_ms;
+            }
+            if (now >= deadline) {
+                return AGG_ERR_TIMEOUT;
+            }
+            poll(&pfd, 1, (int)(deadline - now));
+            continue;
+        }
+        return AGG_ERR_IO;
+    }
+}
+
+void agg_net_tune(int fd)
+{
+    int one = 1, buf = 4 << 20;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}

@@ -1,0 +1,90 @@
+/*
+ * The data path between hosts: fragments and results over TCP, between a
+ * rank and a switchsim on another host, and (later) between switchsim
+ * processes.
+ *
+ * A connection opens with HELLO (after the shared-secret challenge of
+ * agg/auth.h when the listener is not on loopback): the rank names the
+ * group's part it joins (group, tree, part) and its channel there, and the
+ * switchsim answers HELLO with a status. Then the rank sends PUSH messages,
+ * one per fragment, and the switchsim answers each fragment's result with a
+ * RESULT, in the order results complete (not necessarily the order sent).
+ *
+ * Every message is one 64-byte agg_net_msg_t followed by `bytes` of data:
+ * a PUSH carries the rank's elements in their wire type, a RESULT the
+ * result narrowed to the wire type (count elements). Header fields and
+ * elements are little-endian, the byte order of every host this runs on; a
+ * peer whose magic reads byte-swapped is refused at HELLO.
+ *
+ * tests/unit/test_wire.c pins the layout.
+ */
+#ifndef AGG_NET_H
+#define AGG_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agg/status.h"
+
+#define AGG_NET_MAGIC 0x544e4741u /* "AGNT" */
+
+typedef enum agg_net_type {
+    AGG_NET_HELLO  = 1, /* rank -> switchsim: join; switchsim -> rank: status */
+    AGG_NET_PUSH   = 2, /* a member's contribution to fragment n */
+    AGG_NET_RESULT = 3, /* fragment n's result */
+} agg_net_type_t;
+
+/* agg_net_msg_t.flags */
+#define AGG_NET_F_EMPTY 0x01u /* PUSH: the member adds no data (a bcast's non-root) */
+
+typedef struct agg_net_msg {
+    uint32_t magic;
+    uint8_t  type;     /* agg_net_type_t */
+    uint8_t  tree;     /* agg_tree_type_t */
+    uint8_t  kind;     /* agg_dp_kind_t */
+    uint8_t  coll;     /* agg_dp_coll_t */
+    uint8_t  op;
+    uint8_t  dtype;
+    uint8_t  flags;    /* AGG_NET_F_* */
+    uint8_t  reserved;
+    uint32_t group_id;
+    uint32_t part;     /* which part of the group's tree (one per switchsim segment) */
+    uint32_t channel;  /* the member's channel in that part */
+    int32_t  status;   /* PUSH: not AGG_OK when the member gave up; RESULT: the tree's */
+    uint32_t reserved2;
+    uint64_t n;        /* fragment number */
+    uint32_t count;    /* elements of the fragment */
+    uint32_t root;
+    uint32_t total;    /* the collective's elements (low 32 bits) */
+    uint32_t off;      /* ALLGATHER PUSH: the data are elements off .. off + len */
+    uint32_t len;
+    uint32_t bytes;    /* data bytes that follow */
+} agg_net_msg_t;
+
+/* Where a member reaches a group's part over TCP: "host:port/g<group>/t<tree>/p<part>". */
+typedef struct agg_net_ep {
+    char     host[64];
+    int      port;
+    uint32_t group_id;
+    uint32_t tree;
+    uint32_t part;
+} agg_net_ep_t;
+
+/* Writes an endpoint address; returns its length with the NUL, 0 when it does not fit. */
+size_t agg_net_ep_format(char *buf, size_t len, const char *addr, uint32_t group_id,
+                         uint32_t tree, uint32_t part);
+
+/* Parses one (len bytes, NUL within); AGG_ERR_PARSE with why saying what is wrong. */
+agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, char *why,
+                              size_t whylen);
+
+/*
+ * Sends a message and its data (one sendmsg when the socket takes it all),
+ * waiting at most timeout_ms for room; the socket may be non-blocking.
+ */
+agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms);
+
+/* Larger socket buffers and no Nagle delay: a window of fragments fits in flight. */
+void agg_net_tune(int fd);
+
+#endif

@@ -1,0 +1,325 @@
+/*
+ * The TCP transport: a member whose leaf aggregation node is hosted by a
+ * switchsim on another host sends each fragment to it over one TCP
+ * connection (agg/net.h) and receives each result back on it. Results
+ * arrive in the order the tree completes them; each lands in the window
+ * slot of its fragment, so complete() finds it whatever the order.
+ *
+ * Nothing is allocated per fragment: the result slots are made at attach.
+ * A fragment costs one sendmsg (header and data together) and the reads of
+ * its result.
+ */
+#include "agg_internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agg/auth.h"
+#include "agg/log.h"
+#include "agg/net.h"
+#include "agg/reduce.h"
+#include "agg/sock.h"
+
+typedef struct agg__tl_tcp_res {
+    uint64_t n;      /* fragment whose result is here; 0: none */
+    int32_t  status;
+    uint32_t count;
+    uint8_t *data;   /* count elements of the wire type */
+} agg__tl_tcp_res_t;
+
+typedef struct agg__tl_tcp {
+    int                fd;
+    int                dead;       /* the connection is gone: every wait ends */
+    agg_net_msg_t      hello;      /* the identity every message repeats */
+    uint32_t           window;
+    uint32_t           payload;
+    agg__tl_tcp_res_t *res;        /* window entries, by (n - 1) % window */
+    uint8_t           *res_mem;
+    /* the message being received */
+    agg_net_msg_t      rx;
+    size_t             rx_got;     /* bytes of header, then of data, in */
+    uint8_t           *rx_dst;     /* where its data goes; NULL: header not complete */
+    int                send_timeout_ms;
+    int                slice_ms;
+} agg__tl_tcp_t;
+
+static void agg__tl_tcp_free(agg__tl_tcp_t *t)
+{
+    if (t->fd >= 0) {
+        close(t->fd);
+    }
+    free(t->res);
+    free(t->res_mem);
+    free(t);
+}
+
+/* A switchsim listening off loopback asks for the shared secret first. */
+static int agg__tl_tcp_off_loopback(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    return getpeername(fd, (struct sockaddr *)&ss, &len) != 0 ||
+           !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
+}
+
+static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_t *info,
+                                       int rank, void **out)
+{
+    agg_net_ep_t ep;
+    agg_net_msg_t reply;
+    agg__tl_tcp_t *t;
+    char why[256];
+    agg_status_t st;
+    uint32_t i;
+
+    st = agg_net_ep_parse(info->ep.addr, info->ep.length, &ep, why, sizeof(why));
+    if (st != AGG_OK || ep.tree != info->tree) {
+        agg_error("rank %d: %s", rank, st != AGG_OK ? why : "TCP endpoint of another tree");
+        return AGG_ERR_GROUP_JOIN;
+    }
+    if (info->osts == 0 || info->osts > 4096 || info->payload == 0 ||
+        info->payload > (64u << 20)) {
+        agg_error("rank %d: %u fragments of %u bytes in flight: not a TCP group", rank,
+                  info->osts, info->payload);
+        return AGG_ERR_GROUP_JOIN;
+    }
+    t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    t->fd              = -1;
+    t->window          = info->osts;
+    t->payload         = info->payload;
+    t->send_timeout_ms = ctx->alike.coll_timeout_ms > 0 ? ctx->alike.coll_timeout_ms : 30000;
+    t->slice_ms        = ctx->progress != NULL ? 1 : 10;
+    t->res             = calloc(t->window, sizeof(*t->res));
+    t->res_mem         = malloc((size_t)t->window * t->payload);
+    if (t->res == NULL || t->res_mem == NULL) {
+        agg__tl_tcp_free(t);
+        return AGG_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < t->window; ++i) {
+        t->res[i].data = t->res_mem + (size_t)i * t->payload;
+    }
+    st = agg_sock_connect(ep.host, ep.port, ctx->connect_timeout_ms, &t->fd);
+    if (st != AGG_OK) {
+        agg_error("rank %d: cannot reach switchsim at %s:%d for group %u: %s", rank, ep.host,
+                  ep.port, ep.group_id, agg_status_string(st));
+        goto err;
+    }
+    agg_net_tune(t->fd);
+    if (agg__tl_tcp_off_loopback(t->fd)) {
+        st = agg_auth_client(t->fd, &ctx->auth, ctx->connect_timeout_ms, why, sizeof(why));
+        if (st != AGG_OK) {
+            agg_error("rank %d: switchsim at %s:%d: %s", rank, ep.host, ep.port, why);
+            goto err;
+        }
+    }
+    t->hello = (agg_net_msg_t){
+        .magic = AGG_NET_MAGIC, .type = AGG_NET_HELLO, .tree = (uint8_t)info->tree,
+        .group_id = ep.group_id, .part = ep.part, .channel = info->channel,
+        .count = info->osts, .total = info->payload,
+    };
+    st = agg_net_send(t->fd, &t->hello, NULL, ctx->connect_timeout_ms);
+    if (st == AGG_OK) {
+        st = agg_sock_recv_all(t->fd, &reply, sizeof(reply), ctx->connect_timeout_ms);
+    }
+    if (st == AGG_OK && (reply.magic != AGG_NET_MAGIC || reply.type != AGG_NET_HELLO ||
+                         reply.bytes != 0)) {
+        st = AGG_ERR_PROTOCOL;
+    }
+    if (st == AGG_OK && reply.status != AGG_OK) {
+        st = reply.status;
+    }
+    if (st != AGG_OK) {
+        agg_error("rank %d: switchsim at %s:%d refused group %u channel %u: %s", rank, ep.host,
+                  ep.port, ep.group_id, info->channel, agg_status_string(st));
+        goto err;
+    }
+    agg_debug("rank %d: %s group %u part %u channel %u over TCP to %s:%d", rank,
+              info->tree == AGG_TREE_SAT ? "SAT" : "LLT", ep.group_id, ep.part, info->channel,
+              ep.host, ep.port);
+    *out = t;
+    return AGG_OK;
+
+err:
+    agg__tl_tcp_free(t);
+    return st == AGG_ERR_NO_MEMORY ? st : AGG_ERR_GROUP_JOIN;
+}
+
+static void agg__tl_tcp_detach(void *tlp)
+{
+    if (tlp != NULL) {
+        agg__tl_tcp_free(tlp);
+    }
+}
+
+static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_tcp_t *t = tlp;
+    agg_net_msg_t m = t->hello;
+    size_t esize = agg_dtype_size(f->dtype);
+    agg_status_t st;
+
+    if (t->dead) {
+        return AGG_ERR_SHUTDOWN;
+    }
+    m.type   = AGG_NET_PUSH;
+    m.kind   = f->kind;
+    m.coll   = f->coll;
+    m.op     = f->op;
+    m.dtype  = f->dtype;
+    m.status = f->status;
+    m.n      = f->n;
+    m.count  = f->count;
+    m.root   = f->root;
+    m.total  = f->total;
+    m.off    = f->src_off;
+    m.len    = f->src_len;
+    m.bytes  = 0;
+    if (f->status == AGG_OK && f->empty) {
+        m.flags = AGG_NET_F_EMPTY;
+    } else if (f->status == AGG_OK && f->kind == AGG_DP_KIND_DATA) {
+        m.bytes = (uint32_t)((f->coll == AGG_DP_COLL_ALLGATHER ? f->src_len : f->count) * esize);
+    }
+    st = agg_net_send(t->fd, &m, f->src, t->send_timeout_ms);
+    if (st != AGG_OK) {
+        agg_error("group %u: sending fragment %llu to switchsim failed: %s", m.group_id,
+                  (unsigned long long)f->n, agg_status_string(st));
+        t->dead = 1;
+        return AGG_ERR_SHUTDOWN;
+    }
+    return AGG_OK;
+}
+
+static void agg__tl_tcp_flush(void *tlp)
+{
+    (void)tlp;
+}
+
+/* The header is in: checks it and says where its data go. */
+static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t)
+{
+    agg_net_msg_t *m = &t->rx;
+    agg__tl_tcp_res_t *r;
+
+    if (m->magic != AGG_NET_MAGIC || m->type != AGG_NET_RESULT || m->n == 0 ||
+        m->group_id != t->hello.group_id || m->bytes > t->payload ||
+        (m->bytes != 0 && m->bytes != (uint64_t)m->count * agg_dtype_size(m->dtype))) {
+        agg_error("group %u: malformed result from switchsim (type %u, fragment %llu, %u bytes)",
+                  t->hello.group_id, m->type, (unsigned long long)m->n, m->bytes);
+        return AGG_ERR_PROTOCOL;
+    }
+    r         = &t->res[(m->n - 1) % t->window];
+    t->rx_dst = r->data;
+    return AGG_OK;
+}
+
+/* Reads what has arrived; returns results completed, or -1 when the link is gone. */
+static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
+{
+    int done = 0;
+
+    while (!t->dead) {
+        uint8_t *dst;
+        size_t want;
+        ssize_t rc;
+
+        if (t->rx_dst == NULL) {
+            dst  = (uint8_t *)&t->rx + t->rx_got;
+            want = sizeof(t->rx) - t->rx_got;
+        } else {
+            dst  = t->rx_dst + (t->rx_got - sizeof(t->rx));
+            want = sizeof(t->rx) + t->rx.bytes - t->rx_got;
+        }
+        rc = want > 0 ? recv(t->fd, dst, want, MSG_DONTWAIT) : 0;
+        if (rc < 0 && errno == EINTR) {
+            continue;
+        }
+        if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            break;
+        }
+        if (want > 0 && rc <= 0) {
+            agg_error("group %u: switchsim closed the connection", t->hello.group_id);
+            t->dead = 1;
+            break;
+        }
+        t->rx_got += (size_t)rc;
+        if (t->rx_dst == NULL && t->rx_got == sizeof(t->rx)) {
+            if (agg__tl_tcp_rx_header(t) != AGG_OK) {
+                t->dead = 1;
+                break;
+            }
+        }
+        if (t->rx_dst != NULL && t->rx_got == sizeof(t->rx) + t->rx.bytes) {
+            agg__tl_tcp_res_t *r = &t->res[(t->rx.n - 1) % t->window];
+
+            r->status = t->rx.status;
+            r->count  = t->rx.count;
+            __atomic_store_n(&r->n, t->rx.n, __ATOMIC_RELEASE);
+            t->rx_dst = NULL;
+            t->rx_got = 0;
+            done++;
+        }
+    }
+    return t->dead ? -1 : done;
+}
+
+static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_tcp_t *t = tlp;
+    agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
+    size_t esize = agg_dtype_size(f->dtype);
+
+    if (r->n != f->n) {
+        agg__tl_tcp_drain(t);
+        if (r->n != f->n) {
+            return t->dead ? AGG_ERR_SHUTDOWN : AGG_INPROGRESS;
+        }
+    }
+    if (r->status == AGG_OK && f->dst != NULL && f->kind == AGG_DP_KIND_DATA &&
+        f->dst_len > 0 && (uint64_t)f->dst_off + f->dst_len <= r->count) {
+        memcpy(f->dst, r->data + (size_t)f->dst_off * esize, (size_t)f->dst_len * esize);
+    }
+    return r->status;
+}
+
+static unsigned agg__tl_tcp_progress(void *tlp)
+{
+    int n = agg__tl_tcp_drain(tlp);
+
+    return n > 0 ? (unsigned)n : 0;
+}
+
+static void agg__tl_tcp_idle(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_tcp_t *t = tlp;
+    struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
+
+    (void)f;
+    if (!t->dead) {
+        poll(&pfd, 1, t->slice_ms);
+    }
+}
+
+static void agg__tl_tcp_busy(void *tlp)
+{
+    (void)tlp;
+}
+
+const agg_tl_ops_t agg_tl_tcp_ops = {
+    .name     = "tcp",
+    .attach   = agg__tl_tcp_attach,
+    .detach   = agg__tl_tcp_detach,
+    .post     = agg__tl_tcp_post,
+    .flush    = agg__tl_tcp_flush,
+    .complete = agg__tl_tcp_complete,
+    .progress = agg__tl_tcp_progress,
+    .idle     = agg__tl_tcp_idle,
+    .busy     = agg__tl_tcp_busy,
+};
