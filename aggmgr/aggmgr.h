@@ -32,7 +32,27 @@ typedef struct aggmgr_an {
     uint32_t groups_cap, groups_used; /* reserved by jobs */
     uint32_t sat_flows_cap, sat_flows_used; /* SAT groups served at once */
     unsigned trees_rooted;            /* for balancing roots across trees */
+    int      sim;                     /* switches: the switchsim hosting it (index into
+                                         sims), -1 none */
 } aggmgr_an_t;
+
+/*
+ * A part of a group's tree: the switches of one switchsim that hang
+ * together. Part 0 holds the root; every other part's top sends its partial
+ * up to a node of its parent part, over TCP between the switchsims.
+ */
+typedef struct aggmgr_part {
+    int                 sim;          /* index into sims */
+    int                 parent;       /* parent part, -1 for part 0 */
+    int                 parent_node;  /* the tree node its top hangs from */
+    uint32_t            extra;        /* its index among that node's child parts */
+    uint32_t            num_nodes;
+    uint32_t            num_members;  /* members whose leaf is in it: channels 0.. */
+    uint32_t            ep_shm;       /* its endpoints in GROUP_CREATE_REPLY */
+    uint32_t            ep_tcp;       /* (UINT32_MAX: none, no member needs it) */
+    agg_wire_endpoint_t shm;          /* where switchsim put its segment */
+    int                 configured;
+} aggmgr_part_t;
 
 /* A group's part on one tree (LLT or SAT). */
 typedef struct aggmgr_gtree {
@@ -41,10 +61,15 @@ typedef struct aggmgr_gtree {
     uint32_t            osts;
     uint32_t            payload;
     aggmgr_tree_t       tree;     /* the job's tree pruned to the members */
-    agg_wire_endpoint_t endpoint; /* where switchsim put it (shared memory) */
-    agg_wire_endpoint_t tcp;      /* its TCP data port, for members of other hosts */
-    uint8_t            *remote;   /* per member: 1 when it is on another host than switchsim */
-    int                 any_remote;
+    uint32_t            num_parts;
+    aggmgr_part_t      *parts;
+    int                *node_part;   /* per tree node: its part */
+    uint32_t           *node_local;  /* per tree node: its index in its part */
+    uint8_t            *remote;      /* per member: on another host than its part's
+                                        switchsim: attaches over TCP */
+    uint32_t           *channel;     /* per member: its channel in its leaf's part */
+    uint32_t            num_eps;
+    agg_wire_endpoint_t *eps;        /* per part: shared memory, then TCP if needed */
 } aggmgr_gtree_t;
 
 typedef struct aggmgr_group {
@@ -78,8 +103,10 @@ typedef struct aggmgr_job {
     struct aggmgr_job *next;
 } aggmgr_job_t;
 
+#define AGGMGR_MAX_SIMS 64
+
 typedef struct aggmgr_sim {
-    int      fd;                      /* -1 when none is registered */
+    int      fd;                      /* -1: this slot is free */
     uint32_t id;
     uint32_t pid;
     uint32_t an_osts, an_payload_per_ost, an_max_groups, an_sat_flows, workers;
@@ -97,7 +124,8 @@ typedef struct aggmgr {
     char           listen_addr[280];
     aggmgr_conn_t  conns[AGGMGR_MAX_CONNS];
     int            num_conns;
-    aggmgr_sim_t   sim;
+    aggmgr_sim_t   sims[AGGMGR_MAX_SIMS];
+    int            num_sims;          /* slots in use or freed: 0 .. num_sims-1 */
     uint32_t       next_sim_id;
     aggmgr_job_t  *jobs;
     uint32_t       num_jobs;
@@ -146,8 +174,14 @@ agg_status_t aggmgr_place(const aggmgr_t *am, const agg_msg_job_create_t *req,
 /* Drops every job and group owned by a closed connection. */
 void aggmgr_conn_release(aggmgr_t *am, int fd);
 
-/* The switchsim went away: its groups are gone with it. */
-void aggmgr_sim_lost(aggmgr_t *am);
+/* A switchsim went away (index into sims): the groups with a part on it go with it. */
+void aggmgr_sim_lost(aggmgr_t *am, int sim);
+
+/* The switchsim whose control connection is fd, or -1. */
+int aggmgr_sim_of_fd(const aggmgr_t *am, int fd);
+
+/* Registered switchsims. */
+int aggmgr_sims_live(const aggmgr_t *am);
 
 /* ---- the control server (aggmgr_server.c) ---- */
 
@@ -158,9 +192,9 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
 
 void aggmgr_server_close(aggmgr_t *am);
 
-/* Synchronous request to the registered switchsim. */
-agg_status_t aggmgr_sim_call(aggmgr_t *am, uint16_t type, const void *body, size_t len,
-                             uint16_t reply_type, void *reply, size_t cap,
+/* Synchronous request to switchsim `sim` (index into sims), with a timeout. */
+agg_status_t aggmgr_sim_call(aggmgr_t *am, int sim, uint16_t type, const void *body,
+                             size_t len, uint16_t reply_type, void *reply, size_t cap,
                              size_t *reply_len);
 
 #endif

@@ -25,6 +25,7 @@ void aggmgr_resources_init(aggmgr_t *am)
     int i;
 
     for (i = 0; i < am->topo.num_nodes; ++i) {
+        am->ans[i].sim           = -1;
         am->ans[i].osts_cap      = osts;
         am->ans[i].groups_cap    = groups;
         am->ans[i].sat_flows_cap = flows;
@@ -226,82 +227,174 @@ err_free:
 
 /* ---- groups -------------------------------------------------------------- */
 
-/* Has switchsim lay out a group's part on one tree; fills gt->endpoint. */
-/*
- * Which members are on another host than switchsim (they attach over TCP);
- * AGG_ERR_NOT_SUPPORTED when some are and switchsim has no data port.
- */
-static agg_status_t aggmgr__gtree_remote(aggmgr_t *am, const aggmgr_job_t *job,
-                                         const aggmgr_group_t *g, aggmgr_gtree_t *gt,
-                                         const int *sel)
-{
-    uint32_t i;
+/* ---- a group's tree on the switchsims ------------------------------------ */
 
-    gt->remote = calloc(g->num_members, 1);
-    if (gt->remote == NULL) {
+static void aggmgr__gtree_parts_free(aggmgr_gtree_t *gt)
+{
+    free(gt->parts);
+    free(gt->node_part);
+    free(gt->node_local);
+    free(gt->remote);
+    free(gt->channel);
+    free(gt->eps);
+    gt->parts      = NULL;
+    gt->node_part  = NULL;
+    gt->node_local = NULL;
+    gt->remote     = NULL;
+    gt->channel    = NULL;
+    gt->eps        = NULL;
+    gt->num_parts  = 0;
+    gt->num_eps    = 0;
+}
+
+/*
+ * Cuts the group's tree into parts, one per set of connected switches that
+ * one switchsim hosts, and gives each member its part's channel; says which
+ * members are on another host than their part's switchsim (they attach over
+ * TCP). Fails with the reason when a switch has no switchsim or a link the
+ * group needs has no TCP data port behind it.
+ */
+static agg_status_t aggmgr__gtree_parts(aggmgr_t *am, const aggmgr_job_t *job,
+                                        const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                        const int *sel)
+{
+    uint32_t nn = (uint32_t)gt->tree.num_nodes, i, *extra;
+    aggmgr_part_t *p;
+
+    gt->parts      = calloc(nn, sizeof(*gt->parts));
+    gt->node_part  = calloc(nn, sizeof(*gt->node_part));
+    gt->node_local = calloc(nn, sizeof(*gt->node_local));
+    gt->remote     = calloc(g->num_members, sizeof(*gt->remote));
+    gt->channel    = calloc(g->num_members, sizeof(*gt->channel));
+    extra          = calloc(nn, sizeof(*extra));
+    if (gt->parts == NULL || gt->node_part == NULL || gt->node_local == NULL ||
+        gt->remote == NULL || gt->channel == NULL || extra == NULL) {
+        free(extra);
         return AGG_ERR_NO_MEMORY;
     }
-    gt->any_remote = 0;
-    for (i = 0; i < g->num_members; ++i) {
-        gt->remote[i] = strncmp(job->rank_host[sel[i]], am->sim.host, AGG_WIRE_NAME_LEN) != 0;
-        gt->any_remote |= gt->remote[i];
-    }
-    if (gt->any_remote && am->sim.data_addr[0] == '\0') {
-        for (i = 0; !gt->remote[i]; ++i) {
+    gt->num_parts = 0;
+    for (i = 0; i < nn; ++i) {
+        int topo = gt->tree.nodes[i].topo_node, parent = gt->tree.nodes[i].parent;
+        int sim = am->ans[topo].sim;
+
+        if (sim < 0 || am->sims[sim].fd < 0) {
+            agg_warn("job %u: group %u needs switch %s, which no switchsim hosts", job->id,
+                     g->id, am->topo.nodes[topo].id);
+            free(extra);
+            return AGG_ERR_NO_SWITCHSIM;
         }
-        agg_warn("job %u: group %u has rank %d on host %s, but switchsim runs on %s and has "
-                 "no TCP data port (set sim_data_addr there); the group stays on the host path",
-                 job->id, g->id, sel[i], job->rank_host[sel[i]], am->sim.host);
-        free(gt->remote);
-        gt->remote = NULL;
-        return AGG_ERR_NOT_SUPPORTED;
+        if (parent >= 0 && gt->parts[gt->node_part[parent]].sim == sim) {
+            gt->node_part[i] = gt->node_part[parent];
+        } else {
+            p = &gt->parts[gt->num_parts];
+            *p = (aggmgr_part_t){.sim = sim, .parent = parent < 0 ? -1 : gt->node_part[parent],
+                                 .parent_node = parent, .ep_tcp = UINT32_MAX};
+            if (parent >= 0) {
+                p->extra = extra[parent]++;
+                if (am->sims[sim].data_addr[0] == '\0' ||
+                    am->sims[gt->parts[p->parent].sim].data_addr[0] == '\0') {
+                    agg_warn("job %u: group %u spans switchsims %u and %u, and one has no "
+                             "TCP data port (set sim_data_addr)", job->id, g->id,
+                             am->sims[sim].id, am->sims[gt->parts[p->parent].sim].id);
+                    free(extra);
+                    return AGG_ERR_NOT_SUPPORTED;
+                }
+            }
+            gt->node_part[i] = (int)gt->num_parts++;
+        }
+        gt->node_local[i] = gt->parts[gt->node_part[i]].num_nodes++;
+    }
+    free(extra);
+    for (i = 0; i < g->num_members; ++i) {
+        p = &gt->parts[gt->node_part[gt->tree.hca_leaf[i]]];
+        gt->channel[i] = p->num_members++;
+        gt->remote[i]  = strncmp(job->rank_host[sel[i]], am->sims[p->sim].host,
+                                 AGG_WIRE_NAME_LEN) != 0;
+        if (gt->remote[i] && am->sims[p->sim].data_addr[0] == '\0') {
+            agg_warn("job %u: group %u has rank %d on host %s, but the switchsim of its leaf "
+                     "runs on %s and has no TCP data port (set sim_data_addr there); the group "
+                     "stays on the host path", job->id, g->id, sel[i], job->rank_host[sel[i]],
+                     am->sims[p->sim].host);
+            return AGG_ERR_NOT_SUPPORTED;
+        }
     }
     return AGG_OK;
 }
 
-static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
-                                         const aggmgr_group_t *g, aggmgr_gtree_t *gt,
-                                         uint32_t tree, uint32_t flags, const int *sel)
+/* Has the part's switchsim lay it out; fills part->shm. */
+static agg_status_t aggmgr__part_config(aggmgr_t *am, const aggmgr_job_t *job,
+                                        const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                        uint32_t pi, uint32_t tree, uint32_t flags)
 {
+    aggmgr_part_t *part = &gt->parts[pi];
     agg_msg_group_config_reply_t rep;
     agg_msg_group_config_t *cfg;
     agg_wire_tree_node_t *wn;
     agg_wire_member_t *wm;
+    agg_wire_port_t *wp;
+    uint32_t i, k, nn = (uint32_t)gt->tree.num_nodes, np = part->parent >= 0;
     size_t len, body_len;
-    uint32_t i, nn = (uint32_t)gt->tree.num_nodes;
     agg_status_t st;
 
-    st = aggmgr__gtree_remote(am, job, g, gt, sel);
-    if (st != AGG_OK) {
-        return st;
+    for (i = 0; i < gt->num_parts; ++i) {
+        np += gt->parts[i].parent == (int)pi;
     }
-    body_len = sizeof(*cfg) + nn * sizeof(*wn) + g->num_members * sizeof(*wm);
+    body_len = sizeof(*cfg) + part->num_nodes * sizeof(*wn) +
+               part->num_members * sizeof(*wm) + np * sizeof(*wp);
     cfg = calloc(1, body_len);
     if (cfg == NULL) {
-        free(gt->remote);
-        gt->remote = NULL;
         return AGG_ERR_NO_MEMORY;
     }
     *cfg = (agg_msg_group_config_t){
-        .group_id = g->id, .job_id = job->id, .num_members = g->num_members,
-        .num_nodes = nn, .osts = gt->osts, .payload = gt->payload, .tree = tree,
-        .flags = flags & AGG_GROUP_F_REPRODUCIBLE,
+        .group_id = g->id, .job_id = job->id, .num_members = part->num_members,
+        .num_nodes = part->num_nodes, .osts = gt->osts, .payload = gt->payload, .tree = tree,
+        .flags = flags & AGG_GROUP_F_REPRODUCIBLE, .part = pi, .num_ports = np,
     };
     wn = (agg_wire_tree_node_t *)(cfg + 1);
-    wm = (agg_wire_member_t *)(wn + nn);
+    wm = (agg_wire_member_t *)(wn + part->num_nodes);
+    wp = (agg_wire_port_t *)(wm + part->num_members);
     for (i = 0; i < nn; ++i) {
-        wn[i].guid   = am->topo.nodes[gt->tree.nodes[i].topo_node].guid;
-        wn[i].parent = gt->tree.nodes[i].parent;
+        int parent = gt->tree.nodes[i].parent;
+
+        if (gt->node_part[i] != (int)pi) {
+            if (parent >= 0 && gt->node_part[parent] == (int)pi) {
+                wn[gt->node_local[parent]].extra++; /* a child part hangs here */
+            }
+            continue;
+        }
+        wn[gt->node_local[i]].guid   = am->topo.nodes[gt->tree.nodes[i].topo_node].guid;
+        wn[gt->node_local[i]].parent = parent >= 0 && gt->node_part[parent] == (int)pi ?
+                                       (int32_t)gt->node_local[parent] : -1;
     }
     for (i = 0; i < g->num_members; ++i) {
-        wm[i].leaf  = (uint32_t)gt->tree.hca_leaf[i];
-        wm[i].flags = gt->remote[i] ? AGG_MEMBER_F_REMOTE : 0;
+        int leaf = gt->tree.hca_leaf[i];
+
+        if (gt->node_part[leaf] == (int)pi) {
+            wm[gt->channel[i]].leaf  = gt->node_local[leaf];
+            wm[gt->channel[i]].flags = gt->remote[i] ? AGG_MEMBER_F_REMOTE : 0;
+        }
+    }
+    k = 0;
+    if (part->parent >= 0) {
+        const aggmgr_part_t *up = &gt->parts[part->parent];
+
+        wp[k] = (agg_wire_port_t){.kind = AGG_WIRE_PORT_UP, .part = (uint32_t)part->parent,
+                                  .node = gt->node_local[part->parent_node],
+                                  .extra = part->extra};
+        snprintf(wp[k++].addr, sizeof(wp->addr), "%s", am->sims[up->sim].data_addr);
+    }
+    for (i = 0; i < gt->num_parts; ++i) {
+        if (gt->parts[i].parent == (int)pi) {
+            wp[k] = (agg_wire_port_t){.kind = AGG_WIRE_PORT_DOWN, .part = i};
+            snprintf(wp[k++].addr, sizeof(wp->addr), "%s", am->sims[gt->parts[i].sim].data_addr);
+        }
     }
     agg_wire_swap(cfg, AGG_FMT_GROUP_CONFIG, 1);
-    agg_wire_swap(wn, AGG_FMT_TREE_NODE, nn);
-    agg_wire_swap(wm, AGG_FMT_MEMBER, g->num_members);
-    st = aggmgr_sim_call(am, AGG_MSG_GROUP_CONFIG, cfg, body_len, AGG_MSG_GROUP_CONFIG_REPLY,
-                         &rep, sizeof(rep), &len);
+    agg_wire_swap(wn, AGG_FMT_TREE_NODE, part->num_nodes);
+    agg_wire_swap(wm, AGG_FMT_MEMBER, part->num_members);
+    agg_wire_swap(wp, AGG_FMT_PORT, np);
+    st = aggmgr_sim_call(am, part->sim, AGG_MSG_GROUP_CONFIG, cfg, body_len,
+                         AGG_MSG_GROUP_CONFIG_REPLY, &rep, sizeof(rep), &len);
     free(cfg);
     if (st == AGG_OK) {
         st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_GROUP_CONFIG_REPLY);
@@ -311,38 +404,84 @@ static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
         }
     }
     if (st != AGG_OK) {
-        agg_warn("switchsim could not configure the %s part of group %u: %s",
-                 tree == AGG_TREE_SAT ? "SAT" : "LLT", g->id, agg_status_string(st));
-        free(gt->remote);
-        gt->remote = NULL;
+        agg_warn("switchsim %u could not configure part %u of the %s part of group %u: %s",
+                 am->sims[part->sim].id, pi, tree == AGG_TREE_SAT ? "SAT" : "LLT", g->id,
+                 agg_status_string(st));
         return st;
     }
-    gt->endpoint = rep.endpoint;
-    memset(&gt->tcp, 0, sizeof(gt->tcp));
-    if (gt->any_remote) {
-        gt->tcp.transport = AGG_TL_TCP;
-        gt->tcp.length    = (uint32_t)agg_net_ep_format((char *)gt->tcp.addr,
-                                                        sizeof(gt->tcp.addr), am->sim.data_addr,
-                                                        g->id, tree, 0);
-    }
+    part->shm        = rep.endpoint;
+    part->configured = 1;
     return AGG_OK;
 }
 
 static void aggmgr__gtree_teardown(aggmgr_t *am, const aggmgr_job_t *job,
-                                   const aggmgr_group_t *g, uint32_t tree)
+                                   const aggmgr_group_t *g, aggmgr_gtree_t *gt, uint32_t tree)
 {
-    agg_msg_group_ref_t ref = {.job_id = job->id, .group_id = g->id, .tree = tree};
-    agg_status_t st;
+    uint32_t pi;
 
-    if (am->sim.fd < 0) {
-        return;
+    for (pi = 0; pi < gt->num_parts; ++pi) {
+        agg_msg_group_ref_t ref = {.job_id = job->id, .group_id = g->id, .tree = tree,
+                                   .part = pi};
+        const aggmgr_sim_t *sim = &am->sims[gt->parts[pi].sim];
+        agg_status_t st;
+
+        if (!gt->parts[pi].configured || sim->fd < 0) {
+            continue;
+        }
+        agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
+        st = agg_msg_call_status(sim->fd, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref),
+                                 AGG_MSG_GROUP_TEARDOWN_REPLY, 5000);
+        if (st != AGG_OK) {
+            agg_warn("switchsim %u did not tear down part %u of group %u: %s", sim->id, pi,
+                     g->id, agg_status_string(st));
+        }
+        gt->parts[pi].configured = 0;
     }
-    agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
-    st = agg_msg_call_status(am->sim.fd, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref),
-                             AGG_MSG_GROUP_TEARDOWN_REPLY, 5000);
+}
+
+/*
+ * Lays out a group's tree on its switchsims, part by part, and the
+ * endpoints its members attach to: per part its shared memory, and its TCP
+ * data port when some member of it is on another host.
+ */
+static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
+                                         const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                         uint32_t tree, uint32_t flags, const int *sel)
+{
+    agg_status_t st = aggmgr__gtree_parts(am, job, g, gt, sel);
+    uint32_t pi, i;
+
+    for (pi = 0; st == AGG_OK && pi < gt->num_parts; ++pi) {
+        st = aggmgr__part_config(am, job, g, gt, pi, tree, flags);
+    }
+    if (st == AGG_OK) {
+        gt->eps = calloc(2 * (size_t)gt->num_parts, sizeof(*gt->eps));
+        st = gt->eps == NULL ? AGG_ERR_NO_MEMORY : AGG_OK;
+    }
     if (st != AGG_OK) {
-        agg_warn("switchsim did not tear down group %u: %s", g->id, agg_status_string(st));
+        aggmgr__gtree_teardown(am, job, g, gt, tree);
+        aggmgr__gtree_parts_free(gt);
+        return st;
     }
+    for (pi = 0; pi < gt->num_parts; ++pi) {
+        gt->parts[pi].ep_shm = gt->num_eps;
+        gt->eps[gt->num_eps++] = gt->parts[pi].shm;
+    }
+    for (i = 0; i < g->num_members; ++i) {
+        aggmgr_part_t *p = &gt->parts[gt->node_part[gt->tree.hca_leaf[i]]];
+        agg_wire_endpoint_t *ep;
+
+        if (!gt->remote[i] || p->ep_tcp != UINT32_MAX) {
+            continue;
+        }
+        p->ep_tcp     = gt->num_eps;
+        ep            = &gt->eps[gt->num_eps++];
+        ep->transport = AGG_TL_TCP;
+        ep->length    = (uint32_t)agg_net_ep_format((char *)ep->addr, sizeof(ep->addr),
+                                                    am->sims[p->sim].data_addr, g->id, tree,
+                                                    (uint32_t)(p - gt->parts));
+    }
+    return AGG_OK;
 }
 
 /* Every switch of the group's SAT tree has a SAT flow to spare; which does not. */
@@ -411,7 +550,7 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group
     if (job == NULL) {
         return AGG_ERR_NO_JOB;
     }
-    if (am->sim.fd < 0) {
+    if (aggmgr_sims_live(am) == 0) {
         agg_warn("group for job %u refused: no switchsim is registered", req->job_id);
         return AGG_ERR_NO_SWITCHSIM;
     }
@@ -496,14 +635,14 @@ err_free:
 
 static void aggmgr__group_free(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *g)
 {
-    aggmgr__gtree_teardown(am, job, g, AGG_TREE_LLT);
+    aggmgr__gtree_teardown(am, job, g, &g->llt, AGG_TREE_LLT);
+    aggmgr__gtree_parts_free(&g->llt);
     if (g->sat.status == AGG_OK) {
-        aggmgr__gtree_teardown(am, job, g, AGG_TREE_SAT);
+        aggmgr__gtree_teardown(am, job, g, &g->sat, AGG_TREE_SAT);
+        aggmgr__gtree_parts_free(&g->sat);
         aggmgr__sat_flows_take(am, &g->sat.tree, -1);
         aggmgr_tree_free(&g->sat.tree);
     }
-    free(g->sat.remote);
-    free(g->llt.remote);
     job->osts_used -= g->llt.osts;
     job->num_groups--;
     aggmgr_tree_free(&g->llt.tree);
@@ -584,26 +723,76 @@ void aggmgr_conn_release(aggmgr_t *am, int fd)
     }
 }
 
-void aggmgr_sim_lost(aggmgr_t *am)
+/* Does a group have a part on switchsim `sim`? */
+static int aggmgr__group_on(const aggmgr_group_t *g, int sim)
 {
-    aggmgr_job_t *job;
-    aggmgr_group_t *g;
-    unsigned lost = 0;
+    uint32_t i;
 
-    for (job = am->jobs; job != NULL; job = job->next) {
-        lost += job->num_groups;
-    }
-    if (lost > 0) {
-        agg_error("switchsim %u (pid %u) is gone; %u groups are lost", am->sim.id,
-                  am->sim.pid, lost);
-    } else {
-        agg_info("switchsim %u (pid %u) disconnected", am->sim.id, am->sim.pid);
-    }
-    am->sim.fd = -1;
-    for (job = am->jobs; job != NULL; job = job->next) {
-        while ((g = job->groups) != NULL) {
-            job->groups = g->next;
-            aggmgr__group_free(am, job, g);
+    for (i = 0; i < g->llt.num_parts; ++i) {
+        if (g->llt.parts[i].sim == sim) {
+            return 1;
         }
     }
+    for (i = 0; g->sat.status == AGG_OK && i < g->sat.num_parts; ++i) {
+        if (g->sat.parts[i].sim == sim) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void aggmgr_sim_lost(aggmgr_t *am, int sim)
+{
+    aggmgr_sim_t *s = &am->sims[sim];
+    aggmgr_job_t *job;
+    aggmgr_group_t **pp, *g;
+    unsigned lost = 0;
+    int i;
+
+    /* its groups first, while its fd still tells which teardowns to skip */
+    s->fd = -1;
+    for (job = am->jobs; job != NULL; job = job->next) {
+        for (pp = &job->groups; (g = *pp) != NULL;) {
+            if (!aggmgr__group_on(g, sim)) {
+                pp = &g->next;
+                continue;
+            }
+            *pp = g->next;
+            aggmgr__group_free(am, job, g);
+            lost++;
+        }
+    }
+    for (i = 0; i < am->topo.num_nodes; ++i) {
+        if (am->ans[i].sim == sim) {
+            am->ans[i].sim = -1;
+        }
+    }
+    if (lost > 0) {
+        agg_error("switchsim %u (pid %u on %s) is gone; %u groups are lost", s->id, s->pid,
+                  s->host, lost);
+    } else {
+        agg_info("switchsim %u (pid %u on %s) disconnected", s->id, s->pid, s->host);
+    }
+}
+
+int aggmgr_sim_of_fd(const aggmgr_t *am, int fd)
+{
+    int i;
+
+    for (i = 0; i < am->num_sims; ++i) {
+        if (am->sims[i].fd >= 0 && am->sims[i].fd == fd) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+int aggmgr_sims_live(const aggmgr_t *am)
+{
+    int i, n = 0;
+
+    for (i = 0; i < am->num_sims; ++i) {
+        n += am->sims[i].fd >= 0;
+    }
+    return n;
 }

@@ -6,6 +6,7 @@
 #include "aggmgr.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,19 +43,20 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
     return AGG_OK;
 }
 
-agg_status_t aggmgr_sim_call(aggmgr_t *am, uint16_t type, const void *body, size_t len,
-                             uint16_t reply_type, void *reply, size_t cap,
+agg_status_t aggmgr_sim_call(aggmgr_t *am, int sim, uint16_t type, const void *body,
+                             size_t len, uint16_t reply_type, void *reply, size_t cap,
                              size_t *reply_len)
 {
+    aggmgr_sim_t *s = &am->sims[sim];
     agg_status_t st;
 
-    if (am->sim.fd < 0) {
+    if (sim < 0 || sim >= am->num_sims || s->fd < 0) {
         return AGG_ERR_NO_SWITCHSIM;
     }
-    st = agg_msg_call(am->sim.fd, type, body, len, reply_type, reply, cap, reply_len,
+    st = agg_msg_call(s->fd, type, body, len, reply_type, reply, cap, reply_len,
                       AGGMGR_SIM_TIMEOUT_MS);
     if (st != AGG_OK) {
-        agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(type), am->sim.id,
+        agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(type), s->id,
                   agg_status_string(st));
     }
     return st;
@@ -75,28 +77,91 @@ static agg_status_t aggmgr__reply_status(aggmgr_conn_t *c, uint16_t type, uint32
     return aggmgr__reply(c, type, txid, &rep, sizeof(rep));
 }
 
+/* Is switch `node` one that `select` (sim_switches) asks for? */
+static int aggmgr__sim_wants(const aggmgr_t *am, int node, const char *select,
+                             const char *host)
+{
+    const aggmgr_node_t *sw = &am->topo.nodes[node];
+    int i;
+
+    if (select[0] == '\0' || strcmp(select, "all") == 0) {
+        return 1;
+    }
+    if (strcmp(select, "host") == 0) {
+        /* the switches the host's adapters are cabled to ("host17 mlx5_0") */
+        for (i = 0; i < am->topo.num_cas; ++i) {
+            const char *desc = am->topo.nodes[am->topo.cas[i]].desc;
+            size_t hl = strlen(host);
+
+            if (am->topo.ca_switch[i] == node && strncmp(desc, host, hl) == 0 &&
+                (desc[hl] == ' ' || desc[hl] == '\0')) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    if (strncmp(select, "name:", 5) == 0) {
+        return fnmatch(select + 5, sw->desc, 0) == 0 || fnmatch(select + 5, sw->id, 0) == 0;
+    }
+    if (strncmp(select, "guid:", 5) == 0) {
+        const char *p = select + 5;
+
+        while (*p != '\0') {
+            char *end;
+            unsigned long long g = strtoull(p, &end, 0);
+
+            if (end == p) {
+                return 0;
+            }
+            if (g == sw->guid) {
+                return 1;
+            }
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
+    return 0;
+}
+
+static int aggmgr__select_valid(const char *select)
+{
+    return select[0] == '\0' || strcmp(select, "all") == 0 || strcmp(select, "host") == 0 ||
+           strncmp(select, "name:", 5) == 0 || strncmp(select, "guid:", 5) == 0;
+}
+
 static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
                                             uint32_t txid, uint8_t *body, size_t len)
 {
     agg_msg_sim_register_t *reg = (agg_msg_sim_register_t *)body;
     agg_msg_sim_register_reply_t *rep;
+    const char *select = "";
     agg_wire_switch_t *sw;
+    aggmgr_sim_t *sim;
     size_t rep_len;
     agg_status_t st;
-    int i, k;
+    int i, k, slot;
 
-    if (len != sizeof(*reg)) {
+    if (len < sizeof(*reg) || len > sizeof(*reg) + 4096 ||
+        (len > sizeof(*reg) && body[len - 1] != '\0')) {
         return AGG_ERR_PROTOCOL;
+    }
+    if (len > sizeof(*reg)) {
+        select = (const char *)(reg + 1);
     }
     agg_wire_swap(reg, AGG_FMT_SIM_REGISTER, 1);
     reg->host[sizeof(reg->host) - 1]           = '\0';
     reg->data_addr[sizeof(reg->data_addr) - 1] = '\0';
-    if (am->sim.fd >= 0) {
-        agg_error("switchsim pid %u on %s refused: switchsim %u (pid %u) already hosts "
-                  "every switch; splitting a fabric across switchsim processes is not "
-                  "supported yet", reg->pid, reg->host, am->sim.id, am->sim.pid);
+    if (!aggmgr__select_valid(select)) {
+        agg_error("switchsim pid %u on %s asks for switches \"%s\": expected all, host, "
+                  "guid:G,G,... or name:PATTERN", reg->pid, reg->host, select);
         return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid,
-                                    AGG_ERR_NOT_SUPPORTED);
+                                    AGG_ERR_INVALID_PARAM);
+    }
+    for (slot = 0; slot < am->num_sims && am->sims[slot].fd >= 0; ++slot) {
+    }
+    if (slot >= AGGMGR_MAX_SIMS) {
+        agg_error("switchsim pid %u on %s refused: %d switchsims are registered already",
+                  reg->pid, reg->host, AGGMGR_MAX_SIMS);
+        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_NO_RESOURCE);
     }
     if (reg->an_payload_per_ost < (uint32_t)agg_conf_int(&am->conf,
                                                          AGG_CONF_AN_PAYLOAD_PER_OST)) {
@@ -111,15 +176,24 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
         return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid,
                                     AGG_ERR_NO_MEMORY);
     }
+    /* the switches it asks for that no other switchsim hosts */
     sw = (agg_wire_switch_t *)(rep + 1);
     for (i = 0, k = 0; i < am->topo.num_nodes; ++i) {
-        if (am->topo.nodes[i].type == AGGMGR_NODE_SWITCH) {
+        if (am->topo.nodes[i].type == AGGMGR_NODE_SWITCH && am->ans[i].sim < 0 &&
+            aggmgr__sim_wants(am, i, select, reg->host)) {
             sw[k].guid = am->topo.nodes[i].guid;
             snprintf(sw[k].desc, sizeof(sw[k].desc), "%.*s", (int)sizeof(sw[k].desc) - 1,
                      am->topo.nodes[i].desc);
             ++k;
         }
     }
+    if (k == 0) {
+        free(rep);
+        agg_error("switchsim pid %u on %s asks for switches \"%s\": none of the fabric's "
+                  "is left for it", reg->pid, reg->host, select[0] ? select : "all");
+        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_NOT_FOUND);
+    }
+    rep_len           = sizeof(*rep) + (size_t)k * sizeof(*sw);
     rep->status       = AGG_OK;
     rep->sim_id       = ++am->next_sim_id;
     rep->num_switches = (uint32_t)k;
@@ -130,21 +204,28 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     if (st != AGG_OK) {
         return st;
     }
-    c->kind                   = AGG_PEER_SIM;
-    c->pid                    = reg->pid;
-    am->sim.fd                = c->fd;
-    am->sim.id                = am->next_sim_id;
-    am->sim.pid               = reg->pid;
-    am->sim.an_osts           = reg->an_osts;
-    am->sim.an_payload_per_ost = reg->an_payload_per_ost;
-    am->sim.an_max_groups     = reg->an_max_groups;
-    am->sim.an_sat_flows      = reg->an_sat_flows;
-    am->sim.workers           = reg->workers;
-    snprintf(am->sim.host, sizeof(am->sim.host), "%s", reg->host);
-    snprintf(am->sim.data_addr, sizeof(am->sim.data_addr), "%s", reg->data_addr);
-    agg_info("switchsim %u registered: pid %u on %s hosts %d switches, %u reduction threads%s%s",
-             am->sim.id, reg->pid, reg->host, k, reg->workers,
-             reg->data_addr[0] ? ", TCP data port " : "", reg->data_addr);
+    c->kind = AGG_PEER_SIM;
+    c->pid  = reg->pid;
+    sim     = &am->sims[slot];
+    *sim    = (aggmgr_sim_t){
+        .fd = c->fd, .id = am->next_sim_id, .pid = reg->pid, .an_osts = reg->an_osts,
+        .an_payload_per_ost = reg->an_payload_per_ost, .an_max_groups = reg->an_max_groups,
+        .an_sat_flows = reg->an_sat_flows, .workers = reg->workers,
+    };
+    snprintf(sim->host, sizeof(sim->host), "%s", reg->host);
+    snprintf(sim->data_addr, sizeof(sim->data_addr), "%s", reg->data_addr);
+    if (slot == am->num_sims) {
+        am->num_sims++;
+    }
+    for (i = 0; i < am->topo.num_nodes; ++i) {
+        if (am->topo.nodes[i].type == AGGMGR_NODE_SWITCH && am->ans[i].sim < 0 &&
+            aggmgr__sim_wants(am, i, select, reg->host)) {
+            am->ans[i].sim = slot;
+        }
+    }
+    agg_info("switchsim %u registered: pid %u on %s hosts %d switches (%s), %u reduction "
+             "threads%s%s", sim->id, reg->pid, reg->host, k, select[0] ? select : "all",
+             reg->workers, reg->data_addr[0] ? ", TCP data port " : "", reg->data_addr);
     return AGG_OK;
 }
 
@@ -191,40 +272,42 @@ static agg_status_t aggmgr__on_job_create(aggmgr_t *am, aggmgr_conn_t *c, uint32
 static size_t aggmgr__tree_block_len(const aggmgr_gtree_t *gt, uint32_t n)
 {
     return sizeof(agg_wire_group_tree_t) +
-           (gt->status == AGG_OK ? (gt->any_remote ? 2 : 1) * sizeof(agg_wire_endpoint_t) +
+           (gt->status == AGG_OK ? gt->num_eps * sizeof(agg_wire_endpoint_t) +
                                    (size_t)n * sizeof(agg_wire_member_ep_t) : 0);
 }
 
-/* Writes one tree's block (wire order) at p; returns the bytes written. */
+/*
+ * Writes one tree's block (wire order) at p; returns the bytes written.
+ * Endpoints: every part's shared memory, then the TCP data ports of parts
+ * with members on other hosts; each member is sent to its leaf's part.
+ */
 static size_t aggmgr__tree_block(aggmgr_t *am, const aggmgr_gtree_t *gt, uint32_t tree,
                                  uint32_t n, uint8_t *p)
 {
     agg_wire_group_tree_t *t = (agg_wire_group_tree_t *)p;
     agg_wire_endpoint_t *ep = (agg_wire_endpoint_t *)(t + 1);
-    uint32_t i, num_ep = gt->status == AGG_OK && gt->any_remote ? 2 : 1;
-    agg_wire_member_ep_t *mep = (agg_wire_member_ep_t *)(ep + num_ep);
+    agg_wire_member_ep_t *mep;
+    uint32_t i;
 
     memset(t, 0, sizeof(*t));
     t->status = gt->status;
     t->tree   = tree;
     if (gt->status == AGG_OK) {
+        mep              = (agg_wire_member_ep_t *)(ep + gt->num_eps);
         t->tree_id       = gt->tree_id;
         t->osts          = gt->osts;
         t->payload       = gt->payload;
         t->depth         = (uint32_t)gt->tree.depth;
         t->nodes         = (uint32_t)gt->tree.num_nodes;
-        /* one switchsim hosts every switch: its shared memory, and its TCP
-           data port for members on other hosts */
-        t->num_endpoints = num_ep;
+        t->num_endpoints = gt->num_eps;
         t->root_guid     = am->topo.nodes[gt->tree.nodes[0].topo_node].guid;
-        ep[0] = gt->endpoint;
-        if (num_ep == 2) {
-            ep[1] = gt->tcp;
-        }
-        agg_wire_swap(ep, AGG_FMT_ENDPOINT, num_ep);
+        memcpy(ep, gt->eps, gt->num_eps * sizeof(*ep));
+        agg_wire_swap(ep, AGG_FMT_ENDPOINT, gt->num_eps);
         for (i = 0; i < n; ++i) {
-            mep[i].endpoint  = gt->remote != NULL && gt->remote[i] ? 1 : 0;
-            mep[i].channel   = i;
+            const aggmgr_part_t *part = &gt->parts[gt->node_part[gt->tree.hca_leaf[i]]];
+
+            mep[i].endpoint  = gt->remote[i] ? part->ep_tcp : part->ep_shm;
+            mep[i].channel   = gt->channel[i];
             mep[i].leaf_guid =
                 am->topo.nodes[gt->tree.nodes[gt->tree.hca_leaf[i]].topo_node].guid;
         }
@@ -282,19 +365,49 @@ static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
     return st;
 }
 
+/* Every switchsim's counters, added up. */
 static agg_status_t aggmgr__on_stats(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid)
 {
-    agg_msg_stats_reply_t rep;
+    agg_msg_stats_reply_t sum = {0}, rep;
+    agg_status_t st = AGG_ERR_NO_SWITCHSIM;
     size_t len;
-    agg_status_t st;
+    int i;
 
-    st = aggmgr_sim_call(am, AGG_MSG_STATS, NULL, 0, AGG_MSG_STATS_REPLY, &rep,
-                         sizeof(rep), &len);
-    if (st != AGG_OK || len != sizeof(rep)) {
-        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid,
-                                    st != AGG_OK ? st : AGG_ERR_PROTOCOL);
+    for (i = 0; i < am->num_sims; ++i) {
+        if (am->sims[i].fd < 0) {
+            continue;
+        }
+        st = aggmgr_sim_call(am, i, AGG_MSG_STATS, NULL, 0, AGG_MSG_STATS_REPLY, &rep,
+                             sizeof(rep), &len);
+        if (st == AGG_OK) {
+            st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_STATS_REPLY);
+        }
+        if (st != AGG_OK) {
+            break;
+        }
+        sum.groups += rep.groups;
+        sum.fragments_in += rep.fragments_in;
+        sum.fragments_reduced += rep.fragments_reduced;
+        sum.results_out += rep.results_out;
+        sum.bytes_in += rep.bytes_in;
+        sum.errors += rep.errors;
+        sum.groups_total += rep.groups_total;
+        sum.llt_fragments_in += rep.llt_fragments_in;
+        sum.sat_chunks_in += rep.sat_chunks_in;
+        sum.sat_bytes_in += rep.sat_bytes_in;
+        sum.duplicates += rep.duplicates;
+        sum.locks_granted += rep.locks_granted;
+        sum.locks_busy += rep.locks_busy;
+        sum.zcopy_bytes += rep.zcopy_bytes;
+        sum.sat_groups += rep.sat_groups;
+        sum.workers += rep.workers;
     }
-    return aggmgr__reply(c, AGG_MSG_STATS_REPLY, txid, &rep, sizeof(rep));
+    if (st != AGG_OK) {
+        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid, st);
+    }
+    sum.status = AGG_OK;
+    agg_wire_swap(&sum, AGG_FMT_STATS_REPLY, 1);
+    return aggmgr__reply(c, AGG_MSG_STATS_REPLY, txid, &sum, sizeof(sum));
 }
 
 static agg_status_t aggmgr__on_hello(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid,
@@ -432,10 +545,10 @@ static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
 static void aggmgr__conn_close(aggmgr_t *am, int idx)
 {
     aggmgr_conn_t *c = &am->conns[idx];
-    int fd = c->fd;
+    int fd = c->fd, sim = aggmgr_sim_of_fd(am, fd);
 
-    if (fd == am->sim.fd) {
-        aggmgr_sim_lost(am);
+    if (sim >= 0) {
+        aggmgr_sim_lost(am, sim);
     } else {
         aggmgr_conn_release(am, fd);
     }
@@ -514,7 +627,7 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
             if (pfds[i + 1].revents == 0) {
                 continue;
             }
-            if (am->conns[i].fd == am->sim.fd) {
+            if (aggmgr_sim_of_fd(am, am->conns[i].fd) >= 0) {
                 /* switchsim only answers our requests: anything else is a hang-up */
                 char b;
                 if (recv(am->conns[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0 ||
@@ -546,7 +659,9 @@ void aggmgr_server_close(aggmgr_t *am)
         close(am->conns[am->num_conns].fd);
         free(am->conns[am->num_conns].rx);
     }
-    am->sim.fd = -1;
+    for (int i = 0; i < am->num_sims; ++i) {
+        am->sims[i].fd = -1;
+    }
     if (am->listen_fd >= 0) {
         close(am->listen_fd);
         am->listen_fd = -1;

@@ -86,12 +86,6 @@ static void agg__sha256_update(agg__sha256_t *c, const void *data, size_t len)
 
     c->total += len;
     while (len > 0) {
-        if (c->fill == 0 && len >= 64) {
-            agg__sha256_block(c->h, p);
-            p += 64;
-            len -= 64;
-            continue;
-        }
         n = 64 - c->fill < len ? 64 - c->fill : len;
         memcpy(c->buf + c->fill, p, n);
         c->fill += n;
@@ -254,39 +248,50 @@ agg_status_t agg_auth_load(agg_auth_t *a, const char *key_file, char *why, size_
 
 /* ---- loopback -------------------------------------------------------- */
 
+static int agg__auth_in4_loopback(const struct in_addr *a)
+{
+    return (ntohl(a->s_addr) >> 24) == 127;
+}
+
+static int agg__auth_in6_loopback(const struct in6_addr *a)
+{
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
 int agg_auth_addr_is_loopback(const struct sockaddr *sa)
 {
-    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-    const struct sockaddr_in *s4  = (const struct sockaddr_in *)sa;
+    struct sockaddr_in6 s6;
+    struct sockaddr_in s4;
+    sa_family_t family;
 
+    /* copies, not casts: the caller's object may be any sockaddr type */
     if (sa == NULL) {
         return 0;
     }
-    if (sa->sa_family == AF_INET) {
-        return (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+    memcpy(&family, &sa->sa_family, sizeof(family));
+    if (family == AF_INET) {
+        memcpy(&s4, sa, sizeof(s4));
+        return agg__auth_in4_loopback(&s4.sin_addr);
     }
-    if (sa->sa_family == AF_INET6) {
-        return IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
-               (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && s6->sin6_addr.s6_addr[12] == 127);
+    if (family == AF_INET6) {
+        memcpy(&s6, sa, sizeof(s6));
+        return agg__auth_in6_loopback(&s6.sin6_addr);
     }
     return 0;
 }
 
 int agg_auth_host_is_loopback(const char *host)
 {
-    struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
-    struct sockaddr_in s4  = {.sin_family = AF_INET};
+    struct in6_addr a6;
+    struct in_addr a4;
 
     if (host == NULL) {
         return 0;
     }
-    if (inet_pton(AF_INET, host, &s4.sin_addr) == 1) {
-        return agg_auth_addr_is_loopback((const struct sockaddr *)&s4);
+    if (inet_pton(AF_INET, host, &a4) == 1) {
+        return agg__auth_in4_loopback(&a4);
     }
-    if (inet_pton(AF_INET6, host, &s6.sin6_addr) == 1) {
-        return agg_auth_addr_is_loopback((const struct sockaddr *)&s6);
-    }
-    return 0;
+    return inet_pton(AF_INET6, host, &a6) == 1 && agg__auth_in6_loopback(&a6);
 }
 
 /* ---- the exchange ---------------------------------------------------- */
@@ -321,19 +326,15 @@ static agg_status_t agg__auth_xfer(agg__auth_io_t *io, int out, void *msg, size_
 
 static agg_status_t agg__auth_nonce(agg__auth_io_t *io, uint8_t nonce[AGG_AUTH_NONCE_LEN])
 {
-    size_t got = 0;
     ssize_t n;
 
-    while (got < AGG_AUTH_NONCE_LEN) {
-        n = getrandom(nonce + got, AGG_AUTH_NONCE_LEN - got, 0);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            agg_errf(io->why, io->whylen, "getrandom() failed: %s", strerror(errno));
-            return AGG_ERR_IO;
-        }
-        got += (size_t)n;
+    /* 32 bytes come whole once the pool is ready; only the wait for it is interruptible */
+    do {
+        n = getrandom(nonce, AGG_AUTH_NONCE_LEN, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n != AGG_AUTH_NONCE_LEN) {
+        agg_errf(io->why, io->whylen, "getrandom() failed: %s", strerror(errno));
+        return AGG_ERR_IO;
     }
     return AGG_OK;
 }

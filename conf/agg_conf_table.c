@@ -728,4 +728,19 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "stay on the host path. Off loopback the shared secret "
                   "(am_key_file, AGG_AM_SECRET) is required.",
     },
+    [AGG_CONF_SIM_SWITCHES] = {
+        .id     = AGG_CONF_SIM_SWITCHES,
+        .key    = "sim_switches",
+        .env    = {"AGG_SIM_SWITCHES", NULL},
+        .defval = "all",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_SIM,
+        .doc    = "Which switches of the fabric this switchsim hosts, of those no "
+                  "other switchsim registered first: \"all\"; \"host\" (the switches "
+                  "this host's adapters are cabled to, by the host name in the "
+                  "topology's node descriptions); \"guid:G,G,...\"; or "
+                  "\"name:PATTERN\" (a shell pattern on the switch's description or "
+                  "id). Several switchsims split one fabric this way, linked over "
+                  "TCP (sim_data_addr).",
+    },
 };

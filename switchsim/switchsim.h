@@ -49,6 +49,8 @@ typedef struct switchsim_an {
 
 typedef struct switchsim_group {
     uint32_t           id;
+    uint32_t           part;        /* which part of the group's tree (one per switchsim
+                                       segment); 0 holds the root */
     uint32_t           job_id;
     uint8_t            tree;        /* agg_tree_type_t */
     uint32_t           num_members;
@@ -65,7 +67,11 @@ typedef struct switchsim_group {
     uint32_t          *member_conn; /* per member: data connection + 1, 0 none (atomic) */
     uint32_t          *member_gen;  /* that connection's use it was bound in */
     struct switchsim  *sim;
-    agg_dp_net_t       netops;      /* view.net: results to those members */
+    agg_dp_net_t       netops;      /* view.net: results to those members, links to
+                                       the group's parts in other switchsims */
+    uint32_t          *extra;       /* per node: child parts attached below it */
+    int               *port_link;   /* per segment port: the link it goes through, -1 */
+    uint32_t          *port_part;   /* per segment port: the other part */
     struct switchsim_group *next;
 } switchsim_group_t;
 
@@ -146,10 +152,16 @@ unsigned switchsim_an_reap_locks(switchsim_t *sim);
 agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config_t *cfg,
                                     const agg_wire_tree_node_t *nodes,
                                     const agg_wire_member_t *members,
+                                    const agg_wire_port_t *ports,
                                     switchsim_group_t **group_out);
 
 /* Removes a group's part on one tree, gives back its locks and resources. */
-agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id, uint8_t tree);
+agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id, uint8_t tree,
+                                     uint32_t part);
+
+/* A group's part by its identity (caller holds the list's lock), or NULL. */
+switchsim_group_t *switchsim_group_find(switchsim_t *sim, uint32_t id, uint8_t tree,
+                                        uint32_t part);
 
 void switchsim_group_destroy_all(switchsim_t *sim);
 
@@ -178,6 +190,13 @@ const char *switchsim_net_addr(const switchsim_t *sim);
 
 /* Points a new group's view at the data port (results to members over TCP). */
 void switchsim_net_group_init(switchsim_t *sim, switchsim_group_t *g);
+
+/*
+ * The link to another switchsim's data port, connecting (and proving the
+ * shared secret) the first time; returns its index, or -1 with the reason
+ * logged. Control thread only.
+ */
+int switchsim_net_link(switchsim_t *sim, const char *addr);
 
 /* Adds the data port thread's counters. */
 void switchsim_net_stats(switchsim_t *sim, agg_dp_counters_t *sum);

@@ -45,8 +45,22 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
     if (buf == NULL) {
         return AGG_ERR_NO_MEMORY;
     }
-    st = agg_msg_call(sim->am_fd, AGG_MSG_SIM_REGISTER, &reg, sizeof(reg),
-                      AGG_MSG_SIM_REGISTER_REPLY, buf, max, &len, timeout_ms);
+    {
+        /* the switches it asks for follow the fixed part */
+        const char *select = agg_conf_str(&sim->conf, AGG_CONF_SIM_SWITCHES);
+        size_t slen = strlen(select) + 1;
+        uint8_t msg[sizeof(reg) + 4096];
+
+        if (slen > 4096) {
+            agg_error("sim_switches is longer than 4095 characters");
+            free(buf);
+            return AGG_ERR_CONFIG;
+        }
+        memcpy(msg, &reg, sizeof(reg));
+        memcpy(msg + sizeof(reg), select, slen);
+        st = agg_msg_call(sim->am_fd, AGG_MSG_SIM_REGISTER, msg, sizeof(reg) + slen,
+                          AGG_MSG_SIM_REGISTER_REPLY, buf, max, &len, timeout_ms);
+    }
     if (st != AGG_OK) {
         agg_error("registration with aggmgr failed: %s", agg_status_string(st));
         goto out;
@@ -100,6 +114,7 @@ static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
     agg_msg_group_config_t *cfg = (agg_msg_group_config_t *)body;
     agg_wire_tree_node_t *nodes;
     agg_wire_member_t *members;
+    agg_wire_port_t *ports;
     switchsim_group_t *g = NULL;
     agg_status_t st = AGG_OK;
     int n;
@@ -112,17 +127,20 @@ static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
     rep.group_id = cfg->group_id;
     rep.tree     = cfg->tree;
     if (len != sizeof(*cfg) + (size_t)cfg->num_nodes * sizeof(*nodes) +
-               (size_t)cfg->num_members * sizeof(*members)) {
-        agg_error("GROUP_CONFIG of %zu bytes does not hold %u nodes and %u members",
-                  len, cfg->num_nodes, cfg->num_members);
+               (size_t)cfg->num_members * sizeof(*members) +
+               (size_t)cfg->num_ports * sizeof(*ports)) {
+        agg_error("GROUP_CONFIG of %zu bytes does not hold %u nodes, %u members and %u ports",
+                  len, cfg->num_nodes, cfg->num_members, cfg->num_ports);
         st = AGG_ERR_PROTOCOL;
         goto reply;
     }
     nodes   = (agg_wire_tree_node_t *)(cfg + 1);
     members = (agg_wire_member_t *)(nodes + cfg->num_nodes);
     agg_wire_swap(nodes, AGG_FMT_TREE_NODE, cfg->num_nodes);
+    ports   = (agg_wire_port_t *)(members + cfg->num_members);
     agg_wire_swap(members, AGG_FMT_MEMBER, cfg->num_members);
-    st = switchsim_group_create(sim, cfg, nodes, members, &g);
+    agg_wire_swap(ports, AGG_FMT_PORT, cfg->num_ports);
+    st = switchsim_group_create(sim, cfg, nodes, members, ports, &g);
     if (st == AGG_OK) {
         /* shared memory here: the group's segment, then the host segment */
         rep.endpoint.transport = AGG_TL_SHM;
@@ -171,7 +189,7 @@ agg_status_t switchsim_ctl_handle(switchsim_t *sim)
         return switchsim__reply_status(sim, AGG_MSG_GROUP_TEARDOWN_REPLY, hdr.txid,
                                        ref->tree > AGG_TREE_SAT ? AGG_ERR_PROTOCOL :
                                        switchsim_group_destroy(sim, ref->group_id,
-                                                               (uint8_t)ref->tree));
+                                                               (uint8_t)ref->tree, ref->part));
     case AGG_MSG_STATS:
         return switchsim__on_stats(sim, hdr.txid);
     default:

@@ -16,12 +16,13 @@
 
 #define SWITCHSIM_MAX_SEGMENT (2ull << 30) /* bytes of one group's segment */
 
-static switchsim_group_t *switchsim__group_find(switchsim_t *sim, uint32_t id, uint8_t tree)
+switchsim_group_t *switchsim_group_find(switchsim_t *sim, uint32_t id, uint8_t tree,
+                                        uint32_t part)
 {
     switchsim_group_t *g;
 
     for (g = sim->groups; g != NULL; g = g->next) {
-        if (g->id == id && g->tree == tree) {
+        if (g->id == id && g->tree == tree && g->part == part) {
             return g;
         }
     }
@@ -58,21 +59,26 @@ static void switchsim__group_free(switchsim_t *sim, switchsim_group_t *g)
     free(g->remote);
     free(g->member_conn);
     free(g->member_gen);
+    free(g->extra);
+    free(g->port_link);
+    free(g->port_part);
     free(g);
 }
 
 /*
- * The shape of the segment: tree nodes as aggmgr sent them, all local here;
- * members on other hosts get their results through MEMBER down ports of
- * node 0 (ports: one per member at most).
+ * The shape of the segment: the part's nodes as aggmgr sent them. Its top
+ * sends up (port 0, NET) unless it is the root; the result goes down to the
+ * child parts (NET ports) and to members on other hosts (MEMBER ports), all
+ * down ports of node 0. ports has room for the links and every member.
  */
 static agg_status_t switchsim__shape(switchsim_t *sim, const agg_msg_group_config_t *cfg,
                                      const agg_wire_tree_node_t *nodes,
-                                     const agg_wire_member_t *members, switchsim_group_t *g,
+                                     const agg_wire_member_t *members,
+                                     const agg_wire_port_t *links, switchsim_group_t *g,
                                      agg_dp_node_desc_t *desc, uint32_t *leaf,
                                      agg_dp_port_t *ports, uint32_t *num_ports)
 {
-    uint32_t i;
+    uint32_t i, num_up = 0;
 
     for (i = 0; i < cfg->num_nodes; ++i) {
         g->ans[i] = switchsim_an_find(sim, nodes[i].guid);
@@ -86,9 +92,42 @@ static agg_status_t switchsim__shape(switchsim_t *sim, const agg_msg_group_confi
             .parent = nodes[i].parent,
             .an     = g->ans[i]->index,
             .up     = i == 0 ? AGG_DP_UP_ROOT : AGG_DP_UP_LOCAL,
+            .extra  = nodes[i].extra,
         };
+        g->extra[i] = nodes[i].extra;
     }
     *num_ports = 0;
+    for (i = 0; i < cfg->num_ports; ++i) {
+        const agg_wire_port_t *l = &links[i];
+        int link;
+
+        if ((l->kind != AGG_WIRE_PORT_UP && l->kind != AGG_WIRE_PORT_DOWN) ||
+            (l->kind == AGG_WIRE_PORT_UP && (i != 0 || cfg->part == 0)) ||
+            memchr(l->addr, '\0', sizeof(l->addr)) == NULL) {
+            agg_error("group %u part %u: bad link %u (kind %u)", cfg->group_id, cfg->part, i,
+                      l->kind);
+            return AGG_ERR_INVALID_PARAM;
+        }
+        link = switchsim_net_link(sim, l->addr);
+        if (link < 0) {
+            return AGG_ERR_NO_SWITCHSIM;
+        }
+        g->port_link[*num_ports] = link;
+        g->port_part[*num_ports] = l->part;
+        ports[*num_ports] = (agg_dp_port_t){.node = l->node, .position = l->extra,
+                                            .kind = AGG_DP_PORT_NET};
+        if (l->kind == AGG_WIRE_PORT_UP) {
+            desc[0].up   = AGG_DP_UP_NET;
+            desc[0].port = 0;
+            num_up       = 1;
+        }
+        ++*num_ports;
+    }
+    if (cfg->part != 0 && num_up == 0) {
+        agg_error("group %u part %u has no link up to the root's part", cfg->group_id,
+                  cfg->part);
+        return AGG_ERR_INVALID_PARAM;
+    }
     for (i = 0; i < cfg->num_members; ++i) {
         leaf[i] = members[i].leaf;
         if (!(members[i].flags & AGG_MEMBER_F_REMOTE)) {
@@ -100,17 +139,19 @@ static agg_status_t switchsim__shape(switchsim_t *sim, const agg_msg_group_confi
             return AGG_ERR_NOT_SUPPORTED;
         }
         g->remote[i] = 1;
+        g->port_link[*num_ports] = -1;
         ports[*num_ports] = (agg_dp_port_t){.node = i, .kind = AGG_DP_PORT_MEMBER};
         ++*num_ports;
     }
-    desc[0].num_down   = *num_ports;
-    desc[0].down_first = 0;
+    desc[0].num_down   = *num_ports - num_up;
+    desc[0].down_first = num_up;
     return AGG_OK;
 }
 
 agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config_t *cfg,
                                     const agg_wire_tree_node_t *nodes,
                                     const agg_wire_member_t *members,
+                                    const agg_wire_port_t *links,
                                     switchsim_group_t **group_out)
 {
     agg_dp_node_desc_t *desc = NULL;
@@ -126,45 +167,50 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
 
     /* group id 0 would read as "free" in a SAT lock word */
     if (cfg->group_id == 0 || cfg->tree > AGG_TREE_SAT || cfg->num_nodes == 0 ||
-        cfg->num_nodes > 4096 ||
-        cfg->num_members == 0 || cfg->num_members > 65536) {
+        cfg->num_nodes > 4096 || cfg->num_members > 65536 || cfg->num_ports > 4096 ||
+        (cfg->num_members == 0 && cfg->part == 0 && cfg->num_ports == 0)) {
         agg_error("group %u: bad shape or group id (tree %u, %u nodes, %u members)", cfg->group_id,
                   cfg->tree, cfg->num_nodes, cfg->num_members);
         return AGG_ERR_INVALID_PARAM;
     }
     pthread_rwlock_rdlock(&sim->lock);
-    g = switchsim__group_find(sim, cfg->group_id, (uint8_t)cfg->tree);
+    g = switchsim_group_find(sim, cfg->group_id, (uint8_t)cfg->tree, cfg->part);
     pthread_rwlock_unlock(&sim->lock);
     if (g != NULL) {
-        agg_error("group %u already has a %s part here", cfg->group_id,
-                  cfg->tree == AGG_TREE_SAT ? "SAT" : "LLT");
+        agg_error("group %u already has %s part %u here", cfg->group_id,
+                  cfg->tree == AGG_TREE_SAT ? "SAT" : "LLT", cfg->part);
         return AGG_ERR_GROUP_ID;
     }
     g    = calloc(1, sizeof(*g));
     desc = calloc(cfg->num_nodes, sizeof(*desc));
-    leaf = calloc(cfg->num_members, sizeof(*leaf));
-    ports = calloc(cfg->num_members, sizeof(*ports));
+    leaf = calloc(cfg->num_members + 1u, sizeof(*leaf));
+    ports = calloc((size_t)cfg->num_members + cfg->num_ports, sizeof(*ports));
     if (g == NULL || desc == NULL || leaf == NULL || ports == NULL) {
         free(g);
         st = AGG_ERR_NO_MEMORY;
         goto out;
     }
     g->id          = cfg->group_id;
+    g->part        = cfg->part;
     g->job_id      = cfg->job_id;
     g->tree        = (uint8_t)cfg->tree;
     g->num_members = cfg->num_members;
     g->num_nodes   = cfg->num_nodes;
     g->gnodes      = calloc(cfg->num_nodes, sizeof(*g->gnodes));
     g->ans         = calloc(cfg->num_nodes, sizeof(*g->ans));
-    g->remote      = calloc(cfg->num_members, sizeof(*g->remote));
-    g->member_conn = calloc(cfg->num_members, sizeof(*g->member_conn));
-    g->member_gen  = calloc(cfg->num_members, sizeof(*g->member_gen));
+    g->remote      = calloc(cfg->num_members + 1u, sizeof(*g->remote));
+    g->member_conn = calloc(cfg->num_members + 1u, sizeof(*g->member_conn));
+    g->member_gen  = calloc(cfg->num_members + 1, sizeof(*g->member_gen));
+    g->extra       = calloc(cfg->num_nodes, sizeof(*g->extra));
+    g->port_link   = calloc((size_t)cfg->num_members + cfg->num_ports, sizeof(*g->port_link));
+    g->port_part   = calloc((size_t)cfg->num_members + cfg->num_ports, sizeof(*g->port_part));
     if (g->gnodes == NULL || g->ans == NULL || g->remote == NULL || g->member_conn == NULL ||
-        g->member_gen == NULL) {
+        g->member_gen == NULL || g->extra == NULL || g->port_link == NULL ||
+        g->port_part == NULL) {
         st = AGG_ERR_NO_MEMORY;
         goto err_free;
     }
-    st = switchsim__shape(sim, cfg, nodes, members, g, desc, leaf, ports, &num_ports);
+    st = switchsim__shape(sim, cfg, nodes, members, links, g, desc, leaf, ports, &num_ports);
     if (st != AGG_OK) {
         goto err_nodes;
     }
@@ -218,8 +264,8 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
         goto err_nodes;
     }
 
-    snprintf(g->shm_name, sizeof(g->shm_name), "/agg-%d-g%u%s", (int)getpid(), g->id,
-             g->tree == AGG_TREE_SAT ? "s" : "");
+    snprintf(g->shm_name, sizeof(g->shm_name), "/agg-%d-g%u-p%u%s", (int)getpid(), g->id,
+             g->part, g->tree == AGG_TREE_SAT ? "s" : "");
     agg_shm_unlink(g->shm_name); /* a stale one from a crashed run with our pid */
     st = agg_shm_create(g->shm_name, size, (void **)&g->view.seg);
     if (st == AGG_OK) {
@@ -262,13 +308,14 @@ out:
     return st;
 }
 
-agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id, uint8_t tree)
+agg_status_t switchsim_group_destroy(switchsim_t *sim, uint32_t group_id, uint8_t tree,
+                                     uint32_t part)
 {
     switchsim_group_t **pp, *g = NULL;
 
     switchsim_ctl_wrlock(sim);
     for (pp = &sim->groups; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->id == group_id && (*pp)->tree == tree) {
+        if ((*pp)->id == group_id && (*pp)->tree == tree && (*pp)->part == part) {
             g   = *pp;
             *pp = g->next;
             sim->num_groups--;

@@ -9,6 +9,12 @@
  * down ports, sent by whichever switchsim thread publishes them (this one,
  * or a worker finishing what a local rank left).
  *
+ * A group whose tree spans switchsims has a part here and parts there:
+ * this switchsim keeps one outgoing link per other switchsim it sends to
+ * (a part's partial up to its parent part, the result down to child parts)
+ * and reads what other switchsims send it on the connections they opened,
+ * which say so in their HELLO (channel AGG_NET_PEER).
+ *
  * Off loopback every connection first proves the shared secret
  * (agg/auth.h). Nothing is allocated per fragment: a connection's buffers
  * are sized for its group's payload when it joins.
@@ -31,6 +37,8 @@
 #include "agg/sock.h"
 
 #define SWITCHSIM_NET_MAX_CONNS 1024
+#define SWITCHSIM_NET_MAX_LINKS 64
+#define SWITCHSIM_NET_MAX_MSG   (2u * (64u << 20) + 64u) /* a SAT chunk of accumulators */
 #define SWITCHSIM_NET_SEND_MS   10000 /* a member that reads nothing for this long is cut off */
 
 typedef struct switchsim_conn {
@@ -41,12 +49,22 @@ typedef struct switchsim_conn {
     size_t          tx_cap;
     uint32_t        group_id;
     uint8_t         tree;
+    uint32_t        part;
     uint32_t        channel;
     uint8_t        *rx;         /* what arrived and is not handled yet */
     size_t          rx_cap, rx_len;
     int             stalled;    /* the head fragment waits for its slot */
+    int             is_peer;    /* another switchsim: UP and DOWN of any group */
     char            peer[64];
 } switchsim_conn_t;
+
+/* An outgoing link to another switchsim's data port. */
+typedef struct switchsim_link {
+    char            addr[AGG_WIRE_NAME_LEN];
+    int             fd;         /* -1: broken (sends are dropped; the next group
+                                   configured over it reconnects) */
+    pthread_mutex_t lock;
+} switchsim_link_t;
 
 struct switchsim_net {
     switchsim_t      *sim;
@@ -57,21 +75,11 @@ struct switchsim_net {
     pthread_t         thread;
     int               started;
     switchsim_conn_t  conns[SWITCHSIM_NET_MAX_CONNS];
+    switchsim_link_t  links[SWITCHSIM_NET_MAX_LINKS];
+    int               num_links;
     agg_dp_counters_t ctr;      /* this thread's driving */
     agg_dp_driver_t   drv;
 };
-
-static switchsim_group_t *switchsim__net_group(switchsim_t *sim, uint32_t id, uint8_t tree)
-{
-    switchsim_group_t *g;
-
-    for (g = sim->groups; g != NULL; g = g->next) {
-        if (g->id == id && g->tree == tree) {
-            return g;
-        }
-    }
-    return NULL;
-}
 
 static void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, const char *why)
 {
@@ -94,6 +102,9 @@ static void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, con
 
 /* ---- results: a MEMBER down port's send (any switchsim thread) -------- */
 
+static agg_status_t switchsim__net_down_part(switchsim_group_t *g, uint32_t port,
+                                             const agg_dp_slot_t *slot);
+
 static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_slot_t *slot)
 {
     switchsim_group_t *g = ctx;
@@ -110,8 +121,11 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
     switchsim_conn_t *c;
     agg_status_t st;
 
+    if (p->kind == AGG_DP_PORT_NET && net != NULL) {
+        return switchsim__net_down_part(g, port, slot);
+    }
     if (p->kind != AGG_DP_PORT_MEMBER || net == NULL || ch >= g->num_members) {
-        return AGG_ERR_NOT_SUPPORTED; /* links between switchsims come later */
+        return AGG_ERR_NOT_SUPPORTED;
     }
     bind = __atomic_load_n(&g->member_conn[ch], __ATOMIC_ACQUIRE);
     if (bind == 0) {
@@ -150,12 +164,147 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
     return AGG_OK;
 }
 
+/* Sends a message on a link to another switchsim; a broken link drops it. */
+static void switchsim__link_send(switchsim_net_t *net, int li, const agg_net_msg_t *m,
+                                 const void *data)
+{
+    switchsim_link_t *l = &net->links[li];
+    agg_status_t st;
+
+    pthread_mutex_lock(&l->lock);
+    if (l->fd >= 0) {
+        st = agg_net_send(l->fd, m, data, SWITCHSIM_NET_SEND_MS);
+        if (st != AGG_OK) {
+            agg_error("link to switchsim %s broke (%s): groups across it time out until it "
+                      "is made again", l->addr, agg_status_string(st));
+            close(l->fd);
+            l->fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Accumulator bytes a partial or result of this shape carries. */
+static uint32_t switchsim__acc_bytes(int32_t status, uint8_t kind, uint8_t dtype,
+                                     uint32_t count, int empty)
+{
+    if (status != AGG_OK || kind != AGG_DP_KIND_DATA || empty || count == 0) {
+        return 0;
+    }
+    return count * (uint32_t)agg_dtype_acc_size(dtype);
+}
+
+/* A NET up port: this part's partial to its parent part in another switchsim. */
 static agg_status_t switchsim__net_up(void *ctx, uint32_t port, const agg_dp_contrib_t *c)
 {
-    (void)ctx;
-    (void)port;
-    (void)c;
-    return AGG_ERR_NOT_SUPPORTED; /* no group spans switchsims yet */
+    switchsim_group_t *g = ctx;
+    const agg_dp_port_t *p = agg_dp_port(g->view.seg, port);
+    agg_net_msg_t m = {
+        .magic = AGG_NET_MAGIC, .type = AGG_NET_UP, .tree = g->tree, .kind = c->kind,
+        .coll = c->coll, .op = c->op, .dtype = c->dtype, .group_id = g->id,
+        .part = g->port_part[port], .channel = p->node, .extra = p->position,
+        .status = c->status, .n = c->n, .count = c->count, .root = c->root,
+        .total = c->total, .flags = c->empty ? AGG_NET_F_EMPTY : 0,
+    };
+
+    m.bytes = switchsim__acc_bytes(c->status, c->kind, c->dtype, c->count, c->empty);
+    switchsim__link_send(g->sim->net, g->port_link[port], &m, c->data);
+    return AGG_OK;
+}
+
+/* A NET down port: the result to a child part in another switchsim. */
+static agg_status_t switchsim__net_down_part(switchsim_group_t *g, uint32_t port,
+                                             const agg_dp_slot_t *slot)
+{
+    agg_net_msg_t m = {
+        .magic = AGG_NET_MAGIC, .type = AGG_NET_DOWN, .tree = g->tree, .kind = slot->kind,
+        .coll = slot->coll, .op = slot->op, .dtype = slot->dtype, .group_id = g->id,
+        .part = g->port_part[port], .status = slot->status, .n = slot->cur,
+        .count = slot->count, .root = slot->root, .total = slot->total,
+    };
+
+    m.bytes = switchsim__acc_bytes(slot->status, slot->kind, slot->dtype, slot->count, 0);
+    switchsim__link_send(g->sim->net, g->port_link[port], &m,
+                         agg_dp_acc((agg_dp_slot_t *)slot));
+    return AGG_OK;
+}
+
+int switchsim_net_link(switchsim_t *sim, const char *addr)
+{
+    switchsim_net_t *net = sim->net;
+    int timeout = (int)agg_conf_int(&sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS), i, port, fd;
+    agg_net_msg_t hello = {.magic = AGG_NET_MAGIC, .type = AGG_NET_HELLO,
+                           .channel = AGG_NET_PEER}, reply;
+    char host[AGG_WIRE_NAME_LEN], why[256];
+    switchsim_link_t *l = NULL;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    agg_status_t st;
+
+    if (net == NULL) {
+        agg_error("a group spans switchsims, and this one has no TCP data port "
+                  "(set sim_data_addr)");
+        return -1;
+    }
+    for (i = 0; i < net->num_links; ++i) {
+        if (strcmp(net->links[i].addr, addr) == 0) {
+            l = &net->links[i];
+            break;
+        }
+    }
+    if (l == NULL) {
+        if (net->num_links >= SWITCHSIM_NET_MAX_LINKS) {
+            agg_error("links to %d switchsims already; not one more (%s)",
+                      SWITCHSIM_NET_MAX_LINKS, addr);
+            return -1;
+        }
+        l     = &net->links[net->num_links++];
+        l->fd = -1;
+        pthread_mutex_init(&l->lock, NULL);
+        snprintf(l->addr, sizeof(l->addr), "%s", addr);
+    }
+    if (__atomic_load_n(&l->fd, __ATOMIC_ACQUIRE) >= 0) {
+        return (int)(l - net->links);
+    }
+    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK) {
+        agg_error("switchsim data port \"%s\" is not host:port", addr);
+        return -1;
+    }
+    st = agg_sock_connect(host, port, timeout, &fd);
+    if (st != AGG_OK) {
+        agg_error("cannot reach switchsim at %s: %s", addr, agg_status_string(st));
+        return -1;
+    }
+    agg_net_tune(fd);
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 ||
+        !agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
+        st = agg_auth_client(fd, &net->auth, timeout, why, sizeof(why));
+        if (st != AGG_OK) {
+            agg_error("switchsim at %s: %s", addr, why);
+            close(fd);
+            return -1;
+        }
+    }
+    st = agg_net_send(fd, &hello, NULL, timeout);
+    if (st == AGG_OK) {
+        st = agg_sock_recv_all(fd, &reply, sizeof(reply), timeout);
+    }
+    if (st == AGG_OK && (reply.magic != AGG_NET_MAGIC || reply.type != AGG_NET_HELLO ||
+                         reply.status != AGG_OK)) {
+        st = reply.magic == AGG_NET_MAGIC && reply.status != AGG_OK ? reply.status :
+                                                                       AGG_ERR_PROTOCOL;
+    }
+    if (st != AGG_OK) {
+        agg_error("switchsim at %s refused the link: %s", addr, agg_status_string(st));
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    pthread_mutex_lock(&l->lock);
+    l->fd = fd;
+    pthread_mutex_unlock(&l->lock);
+    agg_info("link to switchsim %s up", addr);
+    return (int)(l - net->links);
 }
 
 void switchsim_net_group_init(switchsim_t *sim, switchsim_group_t *g)
@@ -195,10 +344,22 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
                  c->peer, hello.magic);
         return AGG_ERR_PROTOCOL;
     }
+    if (hello.channel == AGG_NET_PEER) {
+        /* another switchsim: its messages name their group's part each */
+        c->is_peer = 1;
+        c->rx_cap  = 4u << 20;
+        c->rx      = malloc(c->rx_cap);
+        st         = c->rx != NULL ? AGG_OK : AGG_ERR_NO_MEMORY;
+        reply.status = st;
+        if (agg_net_send(c->fd, &reply, NULL, timeout) != AGG_OK && st == AGG_OK) {
+            st = AGG_ERR_IO;
+        }
+        return st;
+    }
     pthread_rwlock_rdlock(&sim->lock);
-    g  = switchsim__net_group(sim, hello.group_id, hello.tree);
+    g  = switchsim_group_find(sim, hello.group_id, hello.tree, hello.part);
     st = AGG_OK;
-    if (g == NULL || hello.part != 0) {
+    if (g == NULL) {
         st = AGG_ERR_GROUP_ID;
     } else if (hello.channel >= g->num_members || !g->remote[hello.channel]) {
         st = AGG_ERR_INVALID_PARAM; /* a local member maps the segment instead */
@@ -214,6 +375,7 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
         } else {
             c->group_id = g->id;
             c->tree     = g->tree;
+            c->part     = g->part;
             c->channel  = hello.channel;
             g->member_gen[hello.channel] = c->gen;
             __atomic_store_n(&g->member_conn[hello.channel], (uint32_t)(c - net->conns) + 1,
@@ -258,6 +420,7 @@ static void switchsim__net_accept(switchsim_net_t *net)
     free(c->tx);
     c->rx = c->tx = NULL;
     c->rx_len = c->tx_cap = 0;
+    c->is_peer = 0;
     agg_sock_addr_string((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
     pthread_mutex_lock(&c->tx_lock);
     c->fd = fd;
@@ -313,7 +476,7 @@ static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
         in.status = AGG_ERR_TIMEOUT; /* the member gave up on it */
     }
     pthread_rwlock_rdlock(&sim->lock);
-    g = switchsim__net_group(sim, c->group_id, c->tree);
+    g = switchsim_group_find(sim, c->group_id, c->tree, c->part);
     if (g == NULL) {
         pthread_rwlock_unlock(&sim->lock);
         agg_info("group %u is gone; closing its member's connection", c->group_id);
@@ -334,6 +497,73 @@ static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
     }
     pthread_rwlock_unlock(&sim->lock);
     return taken;
+}
+
+/*
+ * A message from another switchsim: a child part's partial (UP), pushed into
+ * the node it hangs from, or the result from the parent part (DOWN). 1:
+ * done; 0: the slot is busy, try again; -1: the connection must go.
+ */
+static int switchsim__net_peer(switchsim_net_t *net, switchsim_conn_t *c,
+                               const agg_net_msg_t *m, const uint8_t *data)
+{
+    switchsim_t *sim = net->sim;
+    int empty = (m->flags & AGG_NET_F_EMPTY) != 0, done = 1;
+    switchsim_group_t *g;
+    agg_status_t st;
+
+    if ((m->type != AGG_NET_UP && m->type != AGG_NET_DOWN) || m->n == 0 ||
+        agg_dtype_size(m->dtype) == 0 ||
+        m->bytes != switchsim__acc_bytes(m->status, m->kind, m->dtype, m->count, empty)) {
+        agg_warn("link from %s: malformed message (type %u, group %u, %u bytes for %u "
+                 "elements)", c->peer, m->type, m->group_id, m->bytes, m->count);
+        return -1;
+    }
+    pthread_rwlock_rdlock(&sim->lock);
+    g = switchsim_group_find(sim, m->group_id, m->tree, m->part);
+    if (g == NULL) {
+        /* torn down here first: its members see the end from aggmgr's side */
+        pthread_rwlock_unlock(&sim->lock);
+        return 1;
+    }
+    net->drv.work_seen = g->net_work_seen;
+    net->drv.work_seg  = g->view.seg;
+    if (m->type == AGG_NET_UP) {
+        const agg_dp_node_t *node = m->channel < g->num_nodes ?
+                                    agg_dp_node(g->view.seg, m->channel) : NULL;
+        agg_dp_contrib_t in = {
+            .n = m->n, .count = m->count, .op = m->op, .dtype = m->dtype, .kind = m->kind,
+            .coll = m->coll, .root = m->root, .total = m->total, .empty = (uint8_t)empty,
+            .status = m->status, .data = m->bytes > 0 ? data : NULL, .in_acc = 1,
+        };
+
+        if (node == NULL || m->extra >= g->extra[m->channel]) {
+            st = AGG_ERR_INVALID_PARAM;
+        } else {
+            st = agg_dp_push(&g->view, m->channel, node->expected - g->extra[m->channel] +
+                             m->extra, &in, &net->drv);
+        }
+    } else {
+        agg_dp_slot_t hdr = {
+            .status = m->status, .cur = m->n, .count = m->count, .op = m->op,
+            .dtype = m->dtype, .kind = m->kind, .root = m->root, .coll = m->coll,
+            .total = m->total,
+        };
+
+        st = agg_dp_result_in(&g->view, &hdr, data);
+    }
+    if (net->drv.work_seg == g->view.seg) {
+        g->net_work_seen = net->drv.work_seen;
+    }
+    pthread_rwlock_unlock(&sim->lock);
+    if (st == AGG_INPROGRESS) {
+        done = 0;
+    } else if (st != AGG_OK) {
+        agg_warn("link from %s: group %u part %u refused a message: %s", c->peer, m->group_id,
+                 m->part, agg_status_string(st));
+        done = -1;
+    }
+    return done;
 }
 
 /* Reads what the connection has and pushes every whole fragment that can go in. */
@@ -358,14 +588,32 @@ static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int 
         int r;
 
         memcpy(&m, c->rx + off, sizeof(m));
-        if (m.magic != AGG_NET_MAGIC || m.bytes > c->tx_cap) {
+        if (m.magic != AGG_NET_MAGIC ||
+            m.bytes > (c->is_peer ? SWITCHSIM_NET_MAX_MSG : c->tx_cap)) {
             switchsim__conn_close(net, c, "not a fragment of this stack");
             return;
         }
         if (c->rx_len - off < sizeof(m) + m.bytes) {
+            if (sizeof(m) + m.bytes > c->rx_cap) {
+                /* a peer's larger chunk: room for two, once */
+                size_t cap = 2 * (sizeof(m) + m.bytes);
+                uint8_t *rx;
+
+                memmove(c->rx, c->rx + off, c->rx_len - off);
+                c->rx_len -= off;
+                off = 0;
+                rx = realloc(c->rx, cap);
+                if (rx == NULL) {
+                    switchsim__conn_close(net, c, "out of memory");
+                    return;
+                }
+                c->rx     = rx;
+                c->rx_cap = cap;
+            }
             break;
         }
-        r = switchsim__net_push(net, c, &m, c->rx + off + sizeof(m));
+        r = c->is_peer ? switchsim__net_peer(net, c, &m, c->rx + off + sizeof(m)) :
+                         switchsim__net_push(net, c, &m, c->rx + off + sizeof(m));
         if (r < 0) {
             switchsim__conn_close(net, c, "bad fragment");
             return;
@@ -522,6 +770,12 @@ void switchsim_net_stop(switchsim_t *sim)
         free(net->conns[i].rx);
         free(net->conns[i].tx);
         pthread_mutex_destroy(&net->conns[i].tx_lock);
+    }
+    for (i = 0; i < net->num_links; ++i) {
+        if (net->links[i].fd >= 0) {
+            close(net->links[i].fd);
+        }
+        pthread_mutex_destroy(&net->links[i].lock);
     }
     close(net->listen_fd);
     agg_dp_counters_add(&sim->retired, &net->ctr);

@@ -627,7 +627,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         members[i].leaf = (b[0] & 0x80 || cfg.num_nodes == 0) ? b[0] : b[0] % cfg.num_nodes;
     }
 
-    st = switchsim_group_create(&fuzz_sim, &cfg, nodes, members, &g);
+    st = switchsim_group_create(&fuzz_sim, &cfg, nodes, members, NULL, &g);
     if (st != AGG_OK) {
         FUZZ_CHECK(g == NULL);
         fuzz_check_clean();

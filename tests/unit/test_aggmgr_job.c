@@ -43,7 +43,7 @@ typedef struct fake_config {
 
 typedef struct fake_sim {
     const aggmgr_t     *am;           /* its fabric, to check GUIDs against */
-    int                 fd;           /* the manager's end: am->sim.fd */
+    int                 fd;           /* the manager's end: am->sims[0].fd */
     int                 peer;         /* the fake's end */
     pthread_t           thread;
     pthread_mutex_t     lock;
@@ -102,6 +102,7 @@ static int32_t fake_check_config(fake_sim_t *fs, uint8_t *body, size_t len, fake
     nn = cfg->num_nodes;
     nm = cfg->num_members;
     if (nn == 0 || nn > FAKE_MAX_NODES || nm == 0 || nm > FAKE_MAX_MEMBERS ||
+        cfg->part != 0 || cfg->num_ports != 0 ||
         len != sizeof(*cfg) + nn * sizeof(*wn) + nm * sizeof(*wm)) {
         fake_bad(fs, "GROUP_CONFIG of %zu bytes for %u nodes and %u members", len, nn, nm);
         return AGG_ERR_PROTOCOL;
@@ -136,8 +137,9 @@ static int32_t fake_check_config(fake_sim_t *fs, uint8_t *body, size_t len, fake
         if (i == 0 ? wn[i].parent != -1 : (wn[i].parent < 0 || (uint32_t)wn[i].parent >= i)) {
             fake_bad(fs, "group %u: node %u has parent %d", cfg->group_id, i, wn[i].parent);
         }
-        if (wn[i].reserved != 0) {
-            fake_bad(fs, "group %u: node %u reserved %u", cfg->group_id, i, wn[i].reserved);
+        if (wn[i].extra != 0) {
+            fake_bad(fs, "group %u: node %u has %u child parts on one switchsim",
+                     cfg->group_id, i, wn[i].extra);
         }
         for (j = 0; j < i; ++j) {
             if (wn[j].guid == wn[i].guid) {
@@ -263,11 +265,16 @@ static fake_sim_t *fake_start(aggmgr_t *am)
     fs->peer = sv[1];
     assert_int_equal(pthread_mutex_init(&fs->lock, NULL), 0);
     assert_int_equal(pthread_create(&fs->thread, NULL, fake_main, fs), 0);
-    am->sim.fd = fs->fd;
-    am->sim.id = 1;
-    /* on the host of the jobs' ranks, with a TCP data port for those of other hosts */
-    snprintf(am->sim.host, sizeof(am->sim.host), "test");
-    snprintf(am->sim.data_addr, sizeof(am->sim.data_addr), "127.0.0.1:7126");
+    /* one switchsim hosting every switch, on the host of the jobs' ranks, with a
+       TCP data port for those of other hosts */
+    am->sims[0].fd = fs->fd;
+    am->sims[0].id = 1;
+    am->num_sims   = 1;
+    snprintf(am->sims[0].host, sizeof(am->sims[0].host), "test");
+    snprintf(am->sims[0].data_addr, sizeof(am->sims[0].data_addr), "127.0.0.1:7126");
+    for (int i = 0; i < am->topo.num_nodes; ++i) {
+        am->ans[i].sim = am->topo.nodes[i].type == AGGMGR_NODE_SWITCH ? 0 : -1;
+    }
     return fs;
 }
 
@@ -342,8 +349,8 @@ static void fake_answer(fake_sim_t *fs, int32_t llt, int32_t sat, int status_onl
 /* Closes the manager's end (the fake then ends) and checks what it saw. */
 static void fake_stop(aggmgr_t *am, fake_sim_t *fs)
 {
-    if (am->sim.fd == fs->fd) {
-        am->sim.fd = -1;
+    if (am->sims[0].fd == fs->fd) {
+        am->sims[0].fd = -1;
     }
     close(fs->fd);
     assert_int_equal(pthread_join(fs->thread, NULL), 0);
@@ -367,7 +374,6 @@ static aggmgr_t *make_mgr(int leaves, int spines, int hosts)
     assert_int_equal(aggmgr_topo_fat_tree(leaves, spines, hosts, &am->topo), AGG_OK);
     am->ans     = calloc((size_t)am->topo.num_nodes, sizeof(*am->ans));
     am->ca_busy = calloc((size_t)am->topo.num_cas, 1);
-    am->sim.fd  = -1;
     am->listen_fd = -1;
     aggmgr_resources_init(am);
     return am;
@@ -593,10 +599,13 @@ static void check_config(const aggmgr_t *am, fake_sim_t *fs, const aggmgr_job_t 
         int sw = am->topo.ca_switch[job->cas[ranks[i]]];
         assert_true(c.guid[c.leaf[i]] == am->topo.nodes[sw].guid);
     }
+    /* one switchsim, one part, all members on its host: one endpoint */
     fake_endpoint(&ep, g->id, tree);
-    assert_int_equal(gt->endpoint.transport, ep.transport);
-    assert_int_equal(gt->endpoint.length, ep.length);
-    assert_memory_equal(gt->endpoint.addr, ep.addr, ep.length);
+    assert_int_equal(gt->num_parts, 1);
+    assert_int_equal(gt->num_eps, 1);
+    assert_int_equal(gt->parts[0].shm.transport, ep.transport);
+    assert_int_equal(gt->parts[0].shm.length, ep.length);
+    assert_memory_equal(gt->parts[0].shm.addr, ep.addr, ep.length);
 }
 
 /* ---- jobs ----------------------------------------------------------------- */
@@ -1044,8 +1053,8 @@ static void test_group_sat(void **state)
     for (i = 0; i < sat.cfg.num_nodes; ++i) {
         assert_true(sat.guid[i] == llt.guid[i]);
     }
-    assert_memory_not_equal(a->sat.endpoint.addr, a->llt.endpoint.addr,
-                            a->llt.endpoint.length);
+    assert_memory_not_equal(a->sat.parts[0].shm.addr, a->llt.parts[0].shm.addr,
+                            a->llt.parts[0].shm.length);
     /* a SAT flow on each of the 3 switches of its tree */
     assert_int_equal(a->sat.tree.num_nodes, 3);
     for (k = 0; k < a->sat.tree.num_nodes; ++k) {
@@ -1229,8 +1238,8 @@ static void test_sim_lost(void **state)
                          AGG_OK);
     }
     assert_int_equal(used_flows(am), 2 * 3);
-    aggmgr_sim_lost(am);
-    assert_int_equal(am->sim.fd, -1);
+    aggmgr_sim_lost(am, 0);
+    assert_int_equal(am->sims[0].fd, -1);
     assert_int_equal(job->num_groups, 0);
     assert_int_equal(job->osts_used, 0);
     assert_int_equal(used_flows(am), 0);

@@ -60,7 +60,6 @@ static aggmgr_t *mgr_alloc(void)
 
     assert_non_null(am);
     agg_conf_init(&am->conf);
-    am->sim.fd    = -1;
     am->listen_fd = -1;
     return am;
 }

@@ -63,7 +63,7 @@ static switchsim_group_t *make_group(switchsim_test_cfg_t *t)
 {
     switchsim_group_t *g = NULL;
 
-    assert_int_equal(switchsim_group_create(&sim, &t->cfg, t->nodes, t->members, &g), AGG_OK);
+    assert_int_equal(switchsim_group_create(&sim, &t->cfg, t->nodes, t->members, NULL, &g), AGG_OK);
     assert_non_null(g);
     return g;
 }
@@ -192,7 +192,7 @@ static void test_group_segment(void **state)
     assert_int_equal(sim.members_total, 4);
 
     /* the same group on the same tree again: refused, nothing taken */
-    assert_int_equal(switchsim_group_create(&sim, &t.cfg, t.nodes, t.members, &dup),
+    assert_int_equal(switchsim_group_create(&sim, &t.cfg, t.nodes, t.members, NULL, &dup),
                      AGG_ERR_GROUP_ID);
     assert_null(dup);
     assert_int_equal(sim.num_groups, 1);
@@ -208,9 +208,9 @@ static void test_group_segment(void **state)
     assert_int_equal(sim.num_groups, 2);
 
     /* a member still mapping a destroyed group sees it is gone */
-    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT, 0), AGG_OK);
     assert_int_equal(v.seg->dead, 1);
-    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT), AGG_ERR_GROUP_ID);
+    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT, 0), AGG_ERR_GROUP_ID);
     assert_int_equal(sim.num_groups, 1);
     assert_int_equal(switchsim_an_find(&sim, 0x20)->osts_used, 4); /* the SAT part's */
     agg_shm_detach(v.seg, v.size);

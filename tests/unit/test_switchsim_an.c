@@ -84,7 +84,7 @@ static agg_status_t create_logged(const switchsim_test_cfg_t *t, switchsim_group
     assert_true(saved >= 0);
     fflush(stderr);
     assert_true(dup2(fileno(tmp), 2) == 2);
-    st = switchsim_group_create(&sim, &t->cfg, t->nodes, t->members, g);
+    st = switchsim_group_create(&sim, &t->cfg, t->nodes, t->members, NULL, g);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -173,9 +173,9 @@ static void test_osts_and_slots(void **state)
     refused(&extra, AGG_ERR_NO_RESOURCE, "has no group slots left for group 5");
     assert_int_equal(switchsim_an_find(&sim, 0x20)->osts_used, 4);
 
-    assert_int_equal(switchsim_group_destroy(&sim, 2, AGG_TREE_LLT), AGG_OK);
-    assert_int_equal(switchsim_group_destroy(&sim, 3, AGG_TREE_LLT), AGG_OK);
-    assert_int_equal(switchsim_group_destroy(&sim, 4, AGG_TREE_LLT), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 2, AGG_TREE_LLT, 0), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 3, AGG_TREE_LLT, 0), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 4, AGG_TREE_LLT, 0), AGG_OK);
     all_free();
 }
 
@@ -198,7 +198,7 @@ static void test_buffer(void **state)
     assert_int_equal(switchsim_an_find(&sim, 0x30)->buf_used, need);
     refused(&more, AGG_ERR_NO_RESOURCE, "has no buffer memory left for group 2");
     assert_int_equal(switchsim_an_find(&sim, 0x20)->buf_used, need);
-    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_LLT, 0), AGG_OK);
     all_free();
     make_group(&more);
     assert_int_equal(switchsim_an_find(&sim, 0x20)->buf_used, need);
@@ -222,7 +222,7 @@ static void test_sat_flows(void **state)
         assert_int_equal(sim.ans[k].sat_flows_used, 2);
         assert_int_equal(sim.ans[k].groups_used, 3);
     }
-    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_SAT), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 1, AGG_TREE_SAT, 0), AGG_OK);
     assert_int_equal(sim.ans[1].sat_flows_used, 1);
     t.cfg.tree = AGG_TREE_SAT;
     make_group(&t);
@@ -247,9 +247,9 @@ static void test_destroy_returns_lock(void **state)
     }
     agg_dp_host_an(h, 3)->sat_lock = 6; /* another group's, on a switch not in the tree */
     /* the group's LLT part going does not end its streaming */
-    assert_int_equal(switchsim_group_destroy(&sim, 5, AGG_TREE_LLT), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 5, AGG_TREE_LLT, 0), AGG_OK);
     assert_int_equal(agg_dp_host_an(h, 0)->sat_lock, 5);
-    assert_int_equal(switchsim_group_destroy(&sim, 5, AGG_TREE_SAT), AGG_OK);
+    assert_int_equal(switchsim_group_destroy(&sim, 5, AGG_TREE_SAT, 0), AGG_OK);
     for (k = 0; k < 3; ++k) {
         assert_int_equal(agg_dp_host_an(h, k)->sat_lock, 0);
     }

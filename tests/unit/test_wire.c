@@ -114,13 +114,21 @@ DEFINE_LAYOUT(endpoint, agg_wire_endpoint_t, 136, ENDPOINT_LAYOUT)
     X(agg_msg_group_config_t, osts, 16, 4)                                     \
     X(agg_msg_group_config_t, payload, 20, 4)                                  \
     X(agg_msg_group_config_t, tree, 24, 4)                                     \
-    X(agg_msg_group_config_t, flags, 28, 4)
-DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 32, GROUP_CONFIG_LAYOUT)
+    X(agg_msg_group_config_t, flags, 28, 4)                                    \
+    X(agg_msg_group_config_t, part, 32, 4)                                     \
+    X(agg_msg_group_config_t, num_ports, 36, 4)
+DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 40, GROUP_CONFIG_LAYOUT)
+
+#define PORT_LAYOUT(X)                                                         \
+    X(agg_wire_port_t, kind, 0, 4) X(agg_wire_port_t, part, 4, 4)              \
+    X(agg_wire_port_t, node, 8, 4) X(agg_wire_port_t, extra, 12, 4)            \
+    X(agg_wire_port_t, addr, 16, 64)
+DEFINE_LAYOUT(port, agg_wire_port_t, 80, PORT_LAYOUT)
 
 #define TREE_NODE_LAYOUT(X)                                                    \
     X(agg_wire_tree_node_t, guid, 0, 8)                                        \
     X(agg_wire_tree_node_t, parent, 8, 4)                                      \
-    X(agg_wire_tree_node_t, reserved, 12, 4)
+    X(agg_wire_tree_node_t, extra, 12, 4)
 DEFINE_LAYOUT(tree_node, agg_wire_tree_node_t, 16, TREE_NODE_LAYOUT)
 
 #define MEMBER_LAYOUT(X) X(agg_wire_member_t, leaf, 0, 4) X(agg_wire_member_t, flags, 4, 4)
@@ -143,7 +151,7 @@ PIN_STATIC(agg_msg_group_config_reply_t, endpoint, 16, 136)
     X(agg_msg_group_ref_t, job_id, 0, 4)                                       \
     X(agg_msg_group_ref_t, group_id, 4, 4)                                     \
     X(agg_msg_group_ref_t, tree, 8, 4)                                         \
-    X(agg_msg_group_ref_t, reserved, 12, 4)
+    X(agg_msg_group_ref_t, part, 12, 4)
 DEFINE_LAYOUT(group_ref, agg_msg_group_ref_t, 16, GROUP_REF_LAYOUT)
 
 #define JOB_CREATE_LAYOUT(X)                                                   \
@@ -357,7 +365,7 @@ DEFINE_LAYOUT(dp_port, agg_dp_port_t, 128, DP_PORT_LAYOUT)
     X(agg_net_msg_t, reserved, 11, 1) X(agg_net_msg_t, group_id, 12, 4)        \
     X(agg_net_msg_t, part, 16, 4)                                              \
     X(agg_net_msg_t, channel, 20, 4) X(agg_net_msg_t, status, 24, 4)           \
-    X(agg_net_msg_t, reserved2, 28, 4)                                         \
+    X(agg_net_msg_t, extra, 28, 4)                                             \
     X(agg_net_msg_t, n, 32, 8) X(agg_net_msg_t, count, 40, 4)                  \
     X(agg_net_msg_t, root, 44, 4) X(agg_net_msg_t, total, 48, 4)               \
     X(agg_net_msg_t, off, 52, 4) X(agg_net_msg_t, len, 56, 4)                  \
@@ -425,7 +433,8 @@ static const struct_pin_t structs[] = {
            AGG_FMT_SIM_REGISTER_REPLY),
     STRUCT(switch, agg_wire_switch_t, 72, AGG_FMT_SWITCH),
     STRUCT(endpoint, agg_wire_endpoint_t, 136, AGG_FMT_ENDPOINT),
-    STRUCT(group_config, agg_msg_group_config_t, 32, AGG_FMT_GROUP_CONFIG),
+    STRUCT(group_config, agg_msg_group_config_t, 40, AGG_FMT_GROUP_CONFIG),
+    STRUCT(port, agg_wire_port_t, 80, AGG_FMT_PORT),
     STRUCT(tree_node, agg_wire_tree_node_t, 16, AGG_FMT_TREE_NODE),
     STRUCT(member, agg_wire_member_t, 8, AGG_FMT_MEMBER),
     STRUCT(group_config_reply, agg_msg_group_config_reply_t, 152,
@@ -456,7 +465,7 @@ static const struct_pin_t structs[] = {
 #define NUM_STRUCTS (sizeof(structs) / sizeof(structs[0]))
 
 /* Rows above with a format: one per AGG_FMT_* in agg/wire.h. */
-#define NUM_FORMATS 21
+#define NUM_FORMATS 22
 
 #define MAX_FIELDS 32 /* the most fields a pinned struct has, rounded up */
 
@@ -890,7 +899,7 @@ static void test_swap_signed_and_arrays(void **state)
     /* count > 1 walks consecutive structs and stops after the last */
     memset(nodes, 0x5a, sizeof(nodes));
     nodes[0] = (agg_wire_tree_node_t){.guid = 0x1122334455667788ull, .parent = -1};
-    nodes[1] = (agg_wire_tree_node_t){.guid = 2, .parent = 0, .reserved = 0xdeadbeef};
+    nodes[1] = (agg_wire_tree_node_t){.guid = 2, .parent = 0, .extra = 0xdeadbeef};
     assert_int_equal(agg_wire_swap(nodes, AGG_FMT_TREE_NODE, 2), 32);
     assert_bytes(nodes, want_nodes, sizeof(want_nodes));
     assert_bytes(&nodes[2], (const uint8_t[16]){0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,

@@ -9,6 +9,10 @@
  * switchsim answers HELLO with a status. Then the rank sends PUSH messages,
  * one per fragment, and the switchsim answers each fragment's result with a
  * RESULT, in the order results complete (not necessarily the order sent).
+ * A switchsim hosting part of a group's tree opens a connection to each
+ * switchsim it sends to (HELLO with channel AGG_NET_PEER) and sends UP (a
+ * part's partial result, to its parent part) and DOWN (the result, to a
+ * child part); those carry accumulator elements (16-bit floats widened).
  *
  * Every message is one 64-byte agg_net_msg_t followed by `bytes` of data:
  * a PUSH carries the rank's elements in their wire type, a RESULT the
@@ -31,8 +35,13 @@
 typedef enum agg_net_type {
     AGG_NET_HELLO  = 1, /* rank -> switchsim: join; switchsim -> rank: status */
     AGG_NET_PUSH   = 2, /* a member's contribution to fragment n */
-    AGG_NET_RESULT = 3, /* fragment n's result */
+    AGG_NET_RESULT = 3, /* fragment n's result, to a member */
+    /* between switchsims (HELLO with channel AGG_NET_PEER): */
+    AGG_NET_UP     = 4, /* a part's partial, to node `channel` of part `part` */
+    AGG_NET_DOWN   = 5, /* fragment n's result, to part `part` */
 } agg_net_type_t;
+
+#define AGG_NET_PEER 0xffffffffu /* HELLO.channel of a switchsim */
 
 /* agg_net_msg_t.flags */
 #define AGG_NET_F_EMPTY 0x01u /* PUSH: the member adds no data (a bcast's non-root) */
@@ -51,7 +60,7 @@ typedef struct agg_net_msg {
     uint32_t part;     /* which part of the group's tree (one per switchsim segment) */
     uint32_t channel;  /* the member's channel in that part */
     int32_t  status;   /* PUSH: not AGG_OK when the member gave up; RESULT: the tree's */
-    uint32_t reserved2;
+    uint32_t extra;    /* UP: the sending part's index among the node's child parts */
     uint64_t n;        /* fragment number */
     uint32_t count;    /* elements of the fragment */
     uint32_t root;

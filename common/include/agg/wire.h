@@ -91,8 +91,11 @@ typedef struct agg_msg_sim_register {
     uint32_t an_sat_flows;       /* SAT groups a node serves at once */
     uint32_t workers;            /* reduction threads */
     char     host[AGG_WIRE_NAME_LEN];      /* the host it runs on (gethostname) */
-    char     data_addr[AGG_WIRE_NAME_LEN]; /* "ip:port" where ranks of other hosts reach
-                                              it over TCP (sim_data_addr); "" none */
+    char     data_addr[AGG_WIRE_NAME_LEN]; /* "ip:port" where ranks of other hosts and
+                                              other switchsims reach it over TCP
+                                              (sim_data_addr); "" none */
+    /* optionally followed by the switches it asks for (sim_switches, NUL-terminated):
+       "all", "host", "guid:G,G,..." or "name:PATTERN"; none means "all" */
 } agg_msg_sim_register_t;
 
 typedef struct agg_msg_sim_register_reply {
@@ -139,14 +142,33 @@ typedef struct agg_msg_group_config {
     uint32_t payload;            /* bytes per fragment (LLT) or chunk (SAT) */
     uint32_t tree;               /* agg_tree_type_t */
     uint32_t flags;              /* AGG_GROUP_F_REPRODUCIBLE */
-    /* followed by num_nodes agg_wire_tree_node_t, then num_members agg_wire_member_t */
+    uint32_t part;               /* which part of the group's tree: the switches of one
+                                    switchsim that hang together; part 0 holds the root */
+    uint32_t num_ports;          /* links to the other parts */
+    /* followed by num_nodes agg_wire_tree_node_t (the part's, parents first, its top at
+       0), num_members agg_wire_member_t (the members whose leaf is in the part, in
+       group order: their channels) and num_ports agg_wire_port_t */
 } agg_msg_group_config_t;
 
 typedef struct agg_wire_tree_node {
     uint64_t guid;
-    int32_t  parent;             /* index in the node list, -1 for the root */
-    uint32_t reserved;
+    int32_t  parent;             /* index in the node list, -1 for the part's top */
+    uint32_t extra;              /* child parts (other switchsims) attached below it */
 } agg_wire_tree_node_t;
+
+/* agg_wire_port_t.kind */
+#define AGG_WIRE_PORT_UP   1u /* the part's top sends its partial to node `node` of part
+                                 `part`, as that node's extra child `extra` */
+#define AGG_WIRE_PORT_DOWN 2u /* the part's top sends each result to part `part` */
+
+/* A link from a group's part to another part, in another switchsim. */
+typedef struct agg_wire_port {
+    uint32_t kind;
+    uint32_t part;
+    uint32_t node;
+    uint32_t extra;
+    char     addr[AGG_WIRE_NAME_LEN]; /* that switchsim's data port, "ip:port" */
+} agg_wire_port_t;
 
 /* agg_wire_member_t.flags */
 #define AGG_MEMBER_F_REMOTE 0x01u /* on another host: attaches over TCP, gets results sent */
@@ -168,7 +190,7 @@ typedef struct agg_msg_group_ref {
     uint32_t job_id;
     uint32_t group_id;
     uint32_t tree;               /* GROUP_TEARDOWN: which tree's part */
-    uint32_t reserved;
+    uint32_t part;               /* GROUP_TEARDOWN: which part of it */
 } agg_msg_group_ref_t;
 
 /* Job flags */
@@ -292,8 +314,9 @@ typedef struct agg_msg_stats_reply {
 #define AGG_FMT_SIM_REGISTER_REPLY "llll"
 #define AGG_FMT_SWITCH             "qs"
 #define AGG_FMT_ENDPOINT           "llss"
-#define AGG_FMT_GROUP_CONFIG       "llllllll"
+#define AGG_FMT_GROUP_CONFIG       "llllllllll"
 #define AGG_FMT_TREE_NODE          "qll"
+#define AGG_FMT_PORT               "lllls"
 #define AGG_FMT_MEMBER             "ll"
 #define AGG_FMT_GROUP_CONFIG_REPLY "llllllss"
 #define AGG_FMT_GROUP_REF          "llll"

@@ -69,6 +69,7 @@ typedef enum agg_conf_id {
     /* switchsim */
     AGG_CONF_SIM_WORKERS,          /* AGG_SIM_WORKERS reduction threads, 0 = one per core */
     AGG_CONF_SIM_DATA_ADDR,        /* AGG_SIM_DATA_ADDR TCP data port for other hosts' ranks */
+    AGG_CONF_SIM_SWITCHES,         /* AGG_SIM_SWITCHES which switches this switchsim hosts */
     AGG_CONF__COUNT
 } agg_conf_id_t;
 
