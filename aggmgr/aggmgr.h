@@ -7,6 +7,7 @@
 #define AGGMGR_H
 
 #include <stdint.h>
+#include "agg/auth.h"
 #include "agg/conf.h"
 #include "agg/wire.h"
 #include "aggmgr_topo.h"
@@ -122,6 +123,9 @@ typedef struct aggmgr {
     uint8_t       *ca_busy;           /* per entry of topo.cas */
     int            listen_fd;
     char           listen_addr[280];
+    int            off_loopback;      /* peers prove the shared secret before they talk */
+    agg_auth_t     auth;
+    int            auth_pipe[2];      /* connections that passed, from the checking threads */
     aggmgr_conn_t  conns[AGGMGR_MAX_CONNS];
     int            num_conns;
     aggmgr_sim_t   sims[AGGMGR_MAX_SIMS];
@@ -157,6 +161,14 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
 agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group_create_t *req,
                                  const uint32_t *world_ranks, aggmgr_group_t **out);
 agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id);
+
+/*
+ * May the client on connection fd destroy this job (it created it) or this
+ * group (it asked for it, or created its job)? AGG_OK, AGG_ERR_NO_JOB /
+ * AGG_ERR_GROUP_ID when there is none, AGG_ERR_AUTH when it is another's.
+ */
+agg_status_t aggmgr_job_owned(aggmgr_t *am, uint32_t job_id, int fd);
+agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id, int fd);
 
 /* ---- rank placement (aggmgr_place.c) ---- */
 

@@ -550,6 +550,11 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group
     if (job == NULL) {
         return AGG_ERR_NO_JOB;
     }
+    if (req->job_key != job->key) {
+        agg_warn("group for job %u refused: the request does not carry the job's key (a "
+                 "client of another job?)", req->job_id);
+        return AGG_ERR_AUTH;
+    }
     if (aggmgr_sims_live(am) == 0) {
         agg_warn("group for job %u refused: no switchsim is registered", req->job_id);
         return AGG_ERR_NO_SWITCHSIM;
@@ -700,6 +705,43 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id)
         return AGG_OK;
     }
     return AGG_ERR_NO_JOB;
+}
+
+agg_status_t aggmgr_job_owned(aggmgr_t *am, uint32_t job_id, int fd)
+{
+    aggmgr_job_t *job = aggmgr__job_find(am, job_id);
+
+    if (job == NULL) {
+        return AGG_ERR_NO_JOB;
+    }
+    if (job->owner_fd != fd) {
+        agg_warn("fd %d asked to destroy job %u, which another connection created; refused",
+                 fd, job_id);
+        return AGG_ERR_AUTH;
+    }
+    return AGG_OK;
+}
+
+agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id, int fd)
+{
+    aggmgr_job_t *job = aggmgr__job_find(am, job_id);
+    aggmgr_group_t *g;
+
+    if (job == NULL) {
+        return AGG_ERR_NO_JOB;
+    }
+    for (g = job->groups; g != NULL; g = g->next) {
+        if (g->id != group_id) {
+            continue;
+        }
+        if (g->owner_fd != fd && job->owner_fd != fd) {
+            agg_warn("fd %d asked to destroy group %u of job %u, which is another's; refused",
+                     fd, group_id, job_id);
+            return AGG_ERR_AUTH;
+        }
+        return AGG_OK;
+    }
+    return AGG_ERR_GROUP_ID;
 }
 
 void aggmgr_conn_release(aggmgr_t *am, int fd)

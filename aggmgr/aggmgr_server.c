@@ -6,8 +6,10 @@
 #include "aggmgr.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,6 +40,34 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
         agg_error("cannot listen on %s: %s", addr,
                   st == AGG_ERR_IO ? "address in use" : "address not usable here");
         return st;
+    }
+    {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        char why[256];
+
+        am->auth_pipe[0] = am->auth_pipe[1] = -1;
+        am->off_loopback = getsockname(am->listen_fd, (struct sockaddr *)&ss, &sl) != 0 ||
+                           !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
+        if (am->off_loopback) {
+            st = agg_auth_load(&am->auth, agg_conf_str(&am->conf, AGG_CONF_AM_KEY_FILE), why,
+                               sizeof(why));
+            if (st == AGG_OK && !am->auth.set) {
+                snprintf(why, sizeof(why), "aggmgr listens on %s, not loopback: set "
+                         "AGG_AM_SECRET or am_key_file (every peer must prove it)", addr);
+                st = AGG_ERR_CONFIG;
+            }
+            if (st == AGG_OK && pipe2(am->auth_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+                snprintf(why, sizeof(why), "pipe: %s", strerror(errno));
+                st = AGG_ERR_IO;
+            }
+            if (st != AGG_OK) {
+                agg_error("%s", why);
+                close(am->listen_fd);
+                am->listen_fd = -1;
+                return st;
+            }
+        }
     }
     snprintf(am->listen_addr, sizeof(am->listen_addr), "%s:%d", host, *bound_port);
     return AGG_OK;
@@ -458,8 +488,9 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
         }
         jref = (agg_msg_job_ref_t *)body;
         agg_wire_swap(jref, AGG_FMT_JOB_REF, 1);
+        st = aggmgr_job_owned(am, jref->job_id, c->fd);
         st = aggmgr__reply_status(c, AGG_MSG_JOB_DESTROY_REPLY, hdr.txid,
-                                  aggmgr_job_destroy(am, jref->job_id));
+                                  st == AGG_OK ? aggmgr_job_destroy(am, jref->job_id) : st);
         break;
     case AGG_MSG_GROUP_CREATE:
         st = aggmgr__on_group_create(am, c, hdr.txid, body, hdr.length);
@@ -471,8 +502,10 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
         }
         gref = (agg_msg_group_ref_t *)body;
         agg_wire_swap(gref, AGG_FMT_GROUP_REF, 1);
+        st = aggmgr_group_owned(am, gref->job_id, gref->group_id, c->fd);
         st = aggmgr__reply_status(c, AGG_MSG_GROUP_DESTROY_REPLY, hdr.txid,
-                                  aggmgr_group_destroy(am, gref->job_id, gref->group_id));
+                                  st == AGG_OK ? aggmgr_group_destroy(am, gref->job_id,
+                                                                      gref->group_id) : st);
         break;
     case AGG_MSG_STATS:
         st = aggmgr__on_stats(am, c, hdr.txid);
@@ -557,14 +590,78 @@ static void aggmgr__conn_close(aggmgr_t *am, int idx)
     am->conns[idx] = am->conns[--am->num_conns];
 }
 
+typedef struct aggmgr__auth_job {
+    aggmgr_t *am;
+    int       fd;
+    char      peer[64];
+} aggmgr__auth_job_t;
+
+/*
+ * The shared-secret check of one new connection, in a thread of its own so
+ * that a slow or silent peer holds up nobody; a peer that passes goes to the
+ * event loop through the pipe, one that fails is logged and closed.
+ */
+static void *aggmgr__auth_main(void *arg)
+{
+    aggmgr__auth_job_t *job = arg;
+    char why[256];
+
+    if (agg_auth_server(job->fd, &job->am->auth, AGGMGR_IO_TIMEOUT_MS, why, sizeof(why)) ==
+            AGG_OK &&
+        write(job->am->auth_pipe[1], &job->fd, sizeof(job->fd)) == (ssize_t)sizeof(job->fd)) {
+        free(job);
+        return NULL;
+    }
+    agg_warn("connection from %s refused: %s", job->peer, why);
+    close(job->fd);
+    free(job);
+    return NULL;
+}
+
+static void aggmgr__add_conn(aggmgr_t *am, int fd)
+{
+    if (am->num_conns >= AGGMGR_MAX_CONNS) {
+        agg_warn("too many connections (%d); refusing one", am->num_conns);
+        close(fd);
+        return;
+    }
+    agg_sock_nodelay(fd);
+    memset(&am->conns[am->num_conns], 0, sizeof(am->conns[0]));
+    am->conns[am->num_conns++].fd = fd;
+}
+
 static void aggmgr__accept(aggmgr_t *am)
 {
-    int fd = accept4(am->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int fd = accept4(am->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
 
     if (fd < 0) {
         if (errno != EAGAIN && errno != EINTR) {
             agg_warn("accept failed: %s", strerror(errno));
         }
+        return;
+    }
+    if (am->off_loopback) {
+        aggmgr__auth_job_t *job = calloc(1, sizeof(*job));
+        pthread_attr_t attr;
+        pthread_t t;
+
+        if (job == NULL) {
+            close(fd);
+            return;
+        }
+        job->am = am;
+        job->fd = fd;
+        agg_sock_addr_string((struct sockaddr *)&ss, job->peer, sizeof(job->peer));
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, aggmgr__auth_main, job) != 0) {
+            agg_warn("cannot check the connection from %s; refusing it", job->peer);
+            close(fd);
+            free(job);
+        }
+        pthread_attr_destroy(&attr);
         return;
     }
     if (am->num_conns >= AGGMGR_MAX_CONNS) {
@@ -599,7 +696,7 @@ static void aggmgr__reload(aggmgr_t *am)
 
 agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload)
 {
-    struct pollfd pfds[AGGMGR_MAX_CONNS + 1];
+    struct pollfd pfds[AGGMGR_MAX_CONNS + 2];
     int n, i, rc;
 
     while (!*stop) {
@@ -614,7 +711,9 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
             pfds[i + 1].events = POLLIN;
         }
         n  = am->num_conns;
-        rc = poll(pfds, (nfds_t)n + 1, 500);
+        pfds[n + 1].fd     = am->off_loopback ? am->auth_pipe[0] : -1;
+        pfds[n + 1].events = POLLIN;
+        rc = poll(pfds, (nfds_t)n + 2, 500);
         if (rc < 0) {
             if (errno == EINTR) {
                 continue;
@@ -643,6 +742,13 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
         if (pfds[0].revents & POLLIN) {
             aggmgr__accept(am);
         }
+        if (pfds[n + 1].revents & POLLIN) {
+            int fd;
+
+            while (read(am->auth_pipe[0], &fd, sizeof(fd)) == (ssize_t)sizeof(fd)) {
+                aggmgr__add_conn(am, fd);
+            }
+        }
     }
     return AGG_OK;
 }
@@ -665,5 +771,11 @@ void aggmgr_server_close(aggmgr_t *am)
     if (am->listen_fd >= 0) {
         close(am->listen_fd);
         am->listen_fd = -1;
+    }
+    for (int i = 0; i < 2; ++i) {
+        if (am->off_loopback && am->auth_pipe[i] >= 0) {
+            close(am->auth_pipe[i]);
+            am->auth_pipe[i] = -1;
+        }
     }
 }

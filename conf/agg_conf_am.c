@@ -4,9 +4,41 @@
  */
 #include "agg/conf.h"
 
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "agg/auth.h"
+
 #include "agg/sock.h"
+
+/* Off loopback aggmgr asks for the shared secret before anything else. */
+static agg_status_t agg__am_prove(const agg_conf_t *conf, const char *addr, int sock,
+                                  int timeout, int *fd, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    agg_auth_t auth;
+    char why[256];
+    agg_status_t st;
+
+    if (getpeername(sock, (struct sockaddr *)&ss, &len) == 0 &&
+        agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
+        return AGG_OK;
+    }
+    st = agg_auth_load(&auth, agg_conf_str(conf, AGG_CONF_AM_KEY_FILE), why, sizeof(why));
+    if (st == AGG_OK) {
+        st = agg_auth_client(sock, &auth, timeout, why, sizeof(why));
+    }
+    memset(&auth, 0, sizeof(auth));
+    if (st != AGG_OK) {
+        agg_errf(err, errlen, "aggregation manager at %s: %s", addr, why);
+        close(sock);
+        *fd = -1;
+        return AGG_ERR_AUTH;
+    }
+    return AGG_OK;
+}
 
 agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char *err,
                             size_t errlen)
@@ -26,7 +58,7 @@ agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char 
     for (;;) {
         st = agg_sock_connect(host, port, timeout, fd);
         if (st == AGG_OK) {
-            return AGG_OK;
+            return agg__am_prove(conf, addr, *fd, timeout, fd, err, errlen);
         }
         if (agg_time_ms() >= deadline) {
             break;

@@ -74,7 +74,7 @@ static agg_status_t agg__reply_parse(const uint8_t *body, size_t len, uint32_t n
         if (gt->status != AGG_OK) {
             continue;
         }
-        if (gt->num_endpoints == 0 || gt->num_endpoints > n + 1 || gt->osts == 0 ||
+        if (gt->num_endpoints == 0 || gt->num_endpoints > AGG__MAX_EPS(n) || gt->osts == 0 ||
             gt->osts > 4096 || gt->payload < 8 ||
             (len - off) / sizeof(*eps) < gt->num_endpoints ||
             (len - off - gt->num_endpoints * sizeof(*eps)) / sizeof(*mep) < n) {
@@ -122,7 +122,7 @@ static agg_status_t agg__reply_to_host(uint8_t *body, size_t len, uint32_t n)
         if (gt->status != AGG_OK) {
             continue;
         }
-        if (gt->num_endpoints > n + 1 || (len - off) / sizeof(agg_wire_endpoint_t) <
+        if (gt->num_endpoints > AGG__MAX_EPS(n) || (len - off) / sizeof(agg_wire_endpoint_t) <
                                          gt->num_endpoints) {
             return AGG_ERR_PROTOCOL;
         }
@@ -143,10 +143,12 @@ static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t
 {
     agg_msg_group_create_t *req;
     size_t req_len = sizeof(*req) + (size_t)spec->size * sizeof(uint32_t);
+    /* per tree: a block, endpoints (a tree split over switchsims has one per part and
+       transport, AGG__MAX_EPS at most) and the members */
     size_t cap = sizeof(agg_msg_group_create_reply_t) +
-                 2 * (sizeof(agg_wire_group_tree_t) + sizeof(agg_wire_endpoint_t) +
-                      (size_t)spec->size * (sizeof(agg_wire_endpoint_t) +
-                                            sizeof(agg_wire_member_ep_t)));
+                 2 * (sizeof(agg_wire_group_tree_t) +
+                      AGG__MAX_EPS((size_t)spec->size) * sizeof(agg_wire_endpoint_t) +
+                      (size_t)spec->size * sizeof(agg_wire_member_ep_t));
     uint32_t *ranks;
     uint8_t *rep;
     agg_status_t st;
@@ -167,6 +169,7 @@ static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t
                        (ctx->alike.reproducible ? AGG_GROUP_F_REPRODUCIBLE : 0);
     req->sat_osts    = ctx->alike.sat_depth;
     req->sat_payload = ctx->alike.sat_chunk;
+    req->job_key     = ctx->job_key;
     ranks            = (uint32_t *)(req + 1);
     for (i = 0; i < spec->size; ++i) {
         ranks[i] = (uint32_t)spec->world_ranks[i];

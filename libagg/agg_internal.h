@@ -56,6 +56,9 @@ struct agg_context {
     agg_auth_t      auth;          /* the shared secret, for switchsims off loopback */
 };
 
+/* Endpoints a tree of a group of n members may have (parts of it times transports). */
+#define AGG__MAX_EPS(n) (4 * (n) + 16)
+
 /* One tree of a group as this member sees it (from GROUP_CREATE_REPLY). */
 typedef struct agg__tree_info {
     int32_t             status;    /* AGG_OK: the group has this part */

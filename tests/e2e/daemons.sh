@@ -85,11 +85,11 @@ s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"x" * 64)   # wrong magic
 assert closed(s), "aggmgr kept a connection that sent garbage"
 s = socket.create_connection(("127.0.0.1", port))
 # right magic, a length beyond the limit
-s.sendall(struct.pack(">IHHII", 0x4147474D, 3, 9, 1 << 30, 1))
+s.sendall(struct.pack(">IHHII", 0x4147474D, 4, 9, 1 << 30, 1))
 assert closed(s), "aggmgr kept a connection with an oversized length"
 s = socket.create_connection(("127.0.0.1", port))
 # JOB_CREATE with a short body
-s.sendall(struct.pack(">IHHII", 0x4147474D, 3, 9, 4, 2) + b"abcd")
+s.sendall(struct.pack(">IHHII", 0x4147474D, 4, 9, 4, 2) + b"abcd")
 s.settimeout(5)
 data = s.recv(100)
 hdr = struct.unpack(">IHHII", data[:16])
@@ -99,7 +99,7 @@ PY
 python3 -c "
 import socket, time
 s = socket.create_connection(('127.0.0.1', $port))
-s.sendall(b'AGGM\\x00\\x03')
+s.sendall(b'AGGM\\x00\\x04')
 time.sleep(6)
 " &
 slow=$!

@@ -196,8 +196,9 @@ DEFINE_LAYOUT(job_ref, agg_msg_job_ref_t, 8, JOB_REF_LAYOUT)
     X(agg_msg_group_create_t, osts, 8, 4)                                      \
     X(agg_msg_group_create_t, flags, 12, 4)                                    \
     X(agg_msg_group_create_t, sat_osts, 16, 4)                                 \
-    X(agg_msg_group_create_t, sat_payload, 20, 4)
-DEFINE_LAYOUT(group_create, agg_msg_group_create_t, 24, GROUP_CREATE_LAYOUT)
+    X(agg_msg_group_create_t, sat_payload, 20, 4)                              \
+    X(agg_msg_group_create_t, job_key, 24, 8)
+DEFINE_LAYOUT(group_create, agg_msg_group_create_t, 32, GROUP_CREATE_LAYOUT)
 
 #define GROUP_CREATE_REPLY_LAYOUT(X)                                           \
     X(agg_msg_group_create_reply_t, status, 0, 4)                              \
@@ -443,7 +444,7 @@ static const struct_pin_t structs[] = {
     STRUCT(job_create, agg_msg_job_create_t, 168, AGG_FMT_JOB_CREATE),
     STRUCT(job_create_reply, agg_msg_job_create_reply_t, 56, AGG_FMT_JOB_CREATE_REPLY),
     STRUCT(job_ref, agg_msg_job_ref_t, 8, AGG_FMT_JOB_REF),
-    STRUCT(group_create, agg_msg_group_create_t, 24, AGG_FMT_GROUP_CREATE),
+    STRUCT(group_create, agg_msg_group_create_t, 32, AGG_FMT_GROUP_CREATE),
     STRUCT(group_create_reply, agg_msg_group_create_reply_t, 16,
            AGG_FMT_GROUP_CREATE_REPLY),
     STRUCT(group_tree, agg_wire_group_tree_t, 40, AGG_FMT_GROUP_TREE),

@@ -242,6 +242,7 @@ typedef struct agg_msg_group_create {
     uint32_t flags;              /* AGG_GROUP_F_* */
     uint32_t sat_osts;           /* SAT chunks in flight */
     uint32_t sat_payload;        /* SAT chunk bytes */
+    uint64_t job_key;            /* the job's key: only its ranks make its groups */
 } agg_msg_group_create_t;
 
 /*
@@ -323,7 +324,7 @@ typedef struct agg_msg_stats_reply {
 #define AGG_FMT_JOB_CREATE         "qllllllllss"
 #define AGG_FMT_JOB_CREATE_REPLY   "llllllllqllll"
 #define AGG_FMT_JOB_REF            "ll"
-#define AGG_FMT_GROUP_CREATE       "llllll"
+#define AGG_FMT_GROUP_CREATE       "llllllq"
 #define AGG_FMT_GROUP_CREATE_REPLY "llll"
 #define AGG_FMT_GROUP_TREE         "llllllllq"
 #define AGG_FMT_MEMBER_EP          "llq"
