@@ -4,6 +4,8 @@
  * here because they are about talking to the user, not about loading.
  */
 #include "agg_conf_int.h"
+
+#include "agg/auth.h"
 #include "agg/log.h"
 
 #include <ctype.h>
@@ -103,7 +105,9 @@ int agg_conf_check_env(char *const *envp, void (*warn)(const char *msg, void *ar
         }
         memcpy(name, entry, len);
         name[len] = '\0';
-        if (strcmp(name, AGG__CONF_FILE_ENV) == 0 || agg_conf_find_env(name) != NULL) {
+        /* the shared secret is read where it is used (agg/auth.h), never shown */
+        if (strcmp(name, AGG__CONF_FILE_ENV) == 0 || strcmp(name, AGG_AUTH_ENV) == 0 ||
+            agg_conf_find_env(name) != NULL) {
             continue;
         }
         unknown++;

@@ -340,7 +340,9 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
         }
         free(names);
     }
-    if (ctx->oob.bcast(ctx->oob_ctx, &ctx->job, sizeof(ctx->job), 0) != 0) {
+    /* the answer, and the job's key: any rank may lead a communicator's group */
+    if (ctx->oob.bcast(ctx->oob_ctx, &ctx->job, sizeof(ctx->job), 0) != 0 ||
+        ctx->oob.bcast(ctx->oob_ctx, &ctx->job_key, sizeof(ctx->job_key), 0) != 0) {
         st = AGG_ERR_OOB;
         goto err_free;
     }

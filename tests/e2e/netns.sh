@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Across hosts, on one machine: five network namespaces stand for a head
+# node (aggh0: aggmgr, and the switchsim of the spine) and four hosts
+# (aggh1..aggh4: a switchsim each hosting its own leaf switch, and one rank
+# each, launched by mpirun through tools/netns_rsh). The fabric is
+# tests/data/netns_4h.topo. Everything listens on the namespaces' addresses,
+# so every peer proves the shared secret.
+#
+# Checked: allreduce on LLT and SAT, every type and op, right; every
+# collective right; each host sends its buffer about once per allreduce
+# (its interface's counters) where Open MPI's own algorithms send 1.5 times
+# it; a client without the secret is refused, and the aggmgr log says so;
+# then the other layout: one switchsim on the head hosting every switch,
+# the ranks reaching it over TCP. Prints the bytes and times (what
+# docs/architecture.md quotes), and the TCP transport against raw socket
+# throughput between two namespaces. On one machine these measure CPU and
+# memory, not a network.
+. "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+NETNS=$ROOT/tools/netns.sh
+RSH=$ROOT/tools/netns_rsh
+TOPO=$ROOT/tests/data/netns_4h.topo
+P=aggh
+T=180 # seconds, for every wait
+
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: needs root (network namespaces)"
+    exit 0
+fi
+for tool in ip unshare flock mpirun; do
+    command -v "$tool" >/dev/null || { echo "SKIP: no $tool"; exit 0; }
+done
+if ! ip netns add "aggprobe$$" 2>/dev/null; then
+    echo "SKIP: this machine cannot make network namespaces"
+    exit 0
+fi
+ip netns del "aggprobe$$"
+# under the sanitizers (much slower) the results are checked, the figures not taken
+FIGURES=1
+[ -z "${SANITIZER_PRELOAD:-}" ] || FIGURES=0
+
+ip_of() { echo "10.77.0.$(($1 + 2))"; }
+
+# in_ns I CMD...: CMD in namespace I under its own hostname (as netns_rsh does for
+# ranks). bg_ns I CMD... &: the same in the background, with $! CMD's own pid.
+in_ns() {
+    local i=$1
+    shift
+    ip netns exec "$P$i" unshare --uts -- sh -c 'hostname "$0"; exec "$@"' "$P$i" "$@"
+}
+bg_ns() {
+    local i=$1
+    shift
+    exec ip netns exec "$P$i" unshare --uts -- sh -c 'hostname "$0"; exec "$@"' "$P$i" "$@"
+}
+
+DAEMONS=()
+netns_cleanup() {
+    local pid
+    set +e
+    for pid in "${DAEMONS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null
+    done
+    for pid in "${DAEMONS[@]}"; do
+        timeout 10 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -9 "$pid" 2>/dev/null
+    done
+    for i in 0 1 2 3 4; do
+        pids=$(ip netns pids "$P$i" 2>/dev/null)
+        [ -z "$pids" ] || kill -9 $pids 2>/dev/null
+    done
+    "$NETNS" down "$P" >/dev/null 2>&1
+    cleanup
+}
+trap netns_cleanup EXIT
+
+exec 9>/run/lock/agg-netns.lock
+flock -w $T 9 || fail "another netns test held the lock for ${T}s"
+"$NETNS" up 5 "$P" || fail "cannot create the namespaces"
+
+export AGG_AM_SECRET
+AGG_AM_SECRET=$(head -c 24 /dev/urandom | base64)
+AM=$(ip_of 0):6126
+export AGG_AM_ADDR=$AM
+
+# start_sim I SWITCHES NAME [PORT]: a switchsim in namespace I, data port on its address
+start_sim() {
+    AGG_SIM_SWITCHES=$2 AGG_SIM_DATA_ADDR=$(ip_of "$1"):${4:-7126} \
+        bg_ns "$1" "$BIN/switchsim" --am "$AM" --stats-file "$TMP/$3.stats" \
+        --ready-fd 3 3>"$TMP/$3.ready" >"$TMP/$3.log" 2>&1 &
+    DAEMONS+=($!)
+    for _ in $(seq 250); do grep -q ready "$TMP/$3.ready" && return 0; sleep 0.02; done
+    cat "$TMP/$3.log"
+    grep -E "switchsim|refused" "$TMP/mgr.log" | tail -20
+    fail "switchsim $3 in $P$1 did not register"
+}
+
+stop_sims() {
+    local pid keep=("${DAEMONS[0]}")
+    for pid in "${DAEMONS[@]:1}"; do
+        kill -TERM "$pid"
+        timeout 20 tail --pid="$pid" -f /dev/null || fail "switchsim $pid did not stop"
+    done
+    DAEMONS=("${keep[@]}")
+}
+
+bg_ns 0 env SHARP_COLL_LOG_LEVEL=3 "$BIN/aggmgr" --topology "$TOPO" --listen "$AM" --ready-fd 3 3>"$TMP/mgr.ready" \
+    >"$TMP/mgr.log" 2>&1 &
+DAEMONS+=($!)
+for _ in $(seq 250); do grep -q : "$TMP/mgr.ready" && break; sleep 0.02; done
+grep -q : "$TMP/mgr.ready" || { cat "$TMP/mgr.log"; fail "aggmgr did not start in ${P}0"; }
+
+# layout A: each host's leaf in a switchsim on that host, the spine on the head
+for i in 1 2 3 4; do
+    start_sim "$i" host "sim$i"
+done
+start_sim 0 all sim0
+for i in 1 2 3 4; do
+    grep -q "registered: pid [0-9]* on $P$i hosts 1 switches (host)" "$TMP/mgr.log" ||
+        { cat "$TMP/mgr.log"; fail "the switchsim of $P$i should host its leaf alone"; }
+done
+grep -q "registered: pid [0-9]* on ${P}0 hosts 1 switches (all)" "$TMP/mgr.log" ||
+    { cat "$TMP/mgr.log"; fail "the head's switchsim should host the spine alone"; }
+
+HOSTS=$(ip_of 1),$(ip_of 2),$(ip_of 3),$(ip_of 4)
+MPI=(timeout -k 10 $T mpirun --allow-run-as-root --oversubscribe
+     --mca plm_rsh_agent "$RSH" --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24
+     --mca oob_tcp_if_include 10.77.0.0/24 --mca orte_tmpdir_base "$TMP"
+     -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR -x AGG_AM_SECRET -x HCOLL_ENABLE_SHARP=3
+     -x AGG_STATS=1)
+[ -z "${ASAN_OPTIONS:-}" ] || MPI+=(-x ASAN_OPTIONS)
+
+# run NAME [mpirun options] -- PROGRAM ARGS: output in $TMP/NAME.out; a rank on
+# each host unless the options say -np and --host
+run() {
+    local name=$1 opts=(-np 4 --host "$HOSTS")
+    shift
+    [ "$1" != -np ] || opts=()
+    while [ "$1" != -- ]; do opts+=("$1"); shift; done
+    shift
+    "${MPI[@]}" "${opts[@]}" "$@" >"$TMP/$name.out" 2>&1 || { cat "$TMP/$name.out"; fail "$name failed"; }
+    check_clean "$TMP/$name.out"
+}
+
+run llt -x SHARP_COLL_ENABLE_SAT=0 -- "$BIN/allreduce_check" --max-count $((MAX_COUNT / 16))
+expect_clean "$TMP/llt.out" allreduce_check "LLT across hosts: wrong results"
+grep -Eq "^agg_stats: allreduce calls=[0-9]+ llt=[1-9]" "$TMP/llt.out" ||
+    { grep agg_stats "$TMP/llt.out"; fail "LLT across hosts: nothing offloaded"; }
+run sat -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/allreduce_check" --max-count $((MAX_COUNT / 4))
+expect_clean "$TMP/sat.out" allreduce_check "SAT across hosts: wrong results"
+grep -Eq "^agg_stats: allreduce .* sat=[1-9]" "$TMP/sat.out" ||
+    { grep agg_stats "$TMP/sat.out"; fail "SAT across hosts: nothing offloaded"; }
+if [ $FIGURES = 1 ]; then
+    run colls -x SHARP_COLL_ENABLE_SAT=1 -- "$BIN/coll_check"
+    grep -Eq "^coll_check: [1-9][0-9]* passed, 0 failed$" "$TMP/colls.out" ||
+        { tail -20 "$TMP/colls.out"; fail "collectives across hosts: wrong results"; }
+fi
+echo "across hosts, leaves on their hosts: $(grep -h 'passed' "$TMP"/llt.out "$TMP"/sat.out "$TMP"/colls.out 2>/dev/null | tr '\n' ' ')"
+
+# what each host sends: about its buffer, against Open MPI's 1.5 buffers
+[ $FIGURES = 1 ] || SIZES=65536,1048576
+run bytes -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/agg_link_bytes" -n 10 \
+    -s "${SIZES:-65536,1048576,4194304,16777216}"
+grep -q "every result right" "$TMP/bytes.out" || { cat "$TMP/bytes.out"; fail "agg_link_bytes: wrong results"; }
+echo "layout A (leaf switchsim on each host, spine on the head):"
+grep -E "^#|^ +[0-9]" "$TMP/bytes.out"
+awk '$2 == "offload" && $1 >= 1048576 && ($7 > 1.25 || $6 < 0.9) { bad = 1 }
+     $2 == "mpi" && $1 >= 1048576 && $6 < 1.35 { bad = 1 }
+     END { exit bad }' "$TMP/bytes.out" ||
+    fail "a host sent other than about its buffer once (offload) or 1.5 times (Open MPI)"
+
+# a client without the secret is refused, and aggmgr says so
+if AGG_AM_SECRET= in_ns 1 "$BIN/agg_info" -S >"$TMP/nosecret.out" 2>&1; then
+    cat "$TMP/nosecret.out"
+    fail "agg_info without the secret was let in"
+fi
+AGG_AM_SECRET=wrong in_ns 1 "$BIN/agg_info" -S >"$TMP/wrong.out" 2>&1 && fail "a wrong secret was let in"
+grep -qi "secret" "$TMP/nosecret.out" || { cat "$TMP/nosecret.out"; fail "no word of the secret"; }
+sleep 0.3
+grep -q "refused" "$TMP/mgr.log" || { cat "$TMP/mgr.log"; fail "aggmgr did not log the refusal"; }
+in_ns 2 "$BIN/agg_info" -S >"$TMP/stats.out" 2>&1 || { cat "$TMP/stats.out"; fail "agg_info with the secret refused"; }
+echo "counters of all five switchsims, through aggmgr:"
+grep -E "fragments_in|bytes_in|results_out|groups_total" "$TMP/stats.out"
+
+# layout B: one switchsim on the head hosts every switch; ranks reach it over TCP
+stop_sims
+start_sim 0 all simall 7127 # a new port: the old one may linger in TIME_WAIT
+run tcp_llt -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/allreduce_check" --max-count $((MAX_COUNT / 16))
+expect_clean "$TMP/tcp_llt.out" allreduce_check "ranks over TCP: wrong results"
+run bytes_b -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/agg_link_bytes" -n 10 \
+    -s "${SIZES:-65536,1048576,4194304,16777216}"
+grep -q "every result right" "$TMP/bytes_b.out" || { cat "$TMP/bytes_b.out"; fail "agg_link_bytes: wrong results"; }
+echo "layout B (every switch in one switchsim on the head, ranks over TCP):"
+grep -E "^ +[0-9]" "$TMP/bytes_b.out"
+
+if [ $FIGURES = 0 ]; then
+    echo "netns: all checks passed (figures are taken without the sanitizers)"
+    exit 0
+fi
+
+# the TCP transport against raw socket throughput on one veth: one rank per
+# host, each moving N up and N down its link; raw: one socket, one way
+bg_ns 0 "$BIN/agg_sockperf" -s "$(ip_of 0):7999" >"$TMP/sockperf_s.out" 2>&1 &
+srv=$!
+in_ns 1 "$BIN/agg_sockperf" -c "$(ip_of 0):7999" -t 2 >"$TMP/sockperf.out" 2>&1 ||
+    { cat "$TMP/sockperf.out" "$TMP/sockperf_s.out"; fail "agg_sockperf failed"; }
+wait $srv
+raw=$(awk '/GB\/s/ {print $(NF-1)}' "$TMP/sockperf.out")
+run tcp_bw -np 1 --host "$(ip_of 1)" -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -x HCOLL_SHARP_NP=1 -- "$BIN/agg_link_bytes" -n 10 \
+    -s 16777216,67108864
+awk -v raw="$raw" '$2 == "offload" { printf "TCP transport, one rank on aggh1 to switchsim on aggh0: %d bytes: %.3f GB/s each way; raw socket %.3f GB/s one way: ratio %.2f\n", $1, $1 / $3 / 1000, raw, $1 / $3 / 1000 / raw }' "$TMP/tcp_bw.out"
+echo "netns: all checks passed"
