@@ -29,6 +29,12 @@ typedef struct agg__tl_tcp_res {
     int32_t  status;
     uint32_t count;
     uint8_t *data;   /* count elements of the wire type */
+    /* where the fragment posted in this slot wants its result: when that is
+       all of it, in host memory, the result is read straight there */
+    uint64_t post_n;
+    void    *direct;
+    size_t   direct_bytes;
+    int      landed;  /* this result went straight to `direct` */
 } agg__tl_tcp_res_t;
 
 typedef struct agg__tl_tcp {
@@ -169,6 +175,18 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     if (t->dead) {
         return AGG_ERR_SHUTDOWN;
     }
+    {
+        agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
+
+        r->post_n       = f->n;
+        r->direct       = NULL;
+        r->direct_bytes = 0;
+        if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && f->kind == AGG_DP_KIND_DATA &&
+            f->dst_off == 0 && f->dst_len == f->count && f->count > 0) {
+            r->direct       = f->dst;
+            r->direct_bytes = (size_t)f->count * esize;
+        }
+    }
     m.type   = AGG_NET_PUSH;
     m.kind   = f->kind;
     m.coll   = f->coll;
@@ -216,7 +234,9 @@ static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t)
         return AGG_ERR_PROTOCOL;
     }
     r         = &t->res[(m->n - 1) % t->window];
-    t->rx_dst = r->data;
+    r->landed = r->post_n == m->n && r->direct != NULL && m->status == AGG_OK &&
+                m->bytes == r->direct_bytes;
+    t->rx_dst = r->landed ? r->direct : r->data;
     return AGG_OK;
 }
 
@@ -282,7 +302,7 @@ static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
             return t->dead ? AGG_ERR_SHUTDOWN : AGG_INPROGRESS;
         }
     }
-    if (r->status == AGG_OK && f->dst != NULL && f->kind == AGG_DP_KIND_DATA &&
+    if (r->status == AGG_OK && f->dst != NULL && f->kind == AGG_DP_KIND_DATA && !r->landed &&
         f->dst_len > 0 && (uint64_t)f->dst_off + f->dst_len <= r->count) {
         memcpy(f->dst, r->data + (size_t)f->dst_off * esize, (size_t)f->dst_len * esize);
     }

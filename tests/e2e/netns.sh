@@ -201,16 +201,32 @@ if [ $FIGURES = 0 ]; then
     exit 0
 fi
 
-# the TCP transport against raw socket throughput on one veth: one rank per
-# host, each moving N up and N down its link; raw: one socket, one way
-bg_ns 0 "$BIN/agg_sockperf" -s "$(ip_of 0):7999" >"$TMP/sockperf_s.out" 2>&1 &
-srv=$!
-in_ns 1 "$BIN/agg_sockperf" -c "$(ip_of 0):7999" -t 2 >"$TMP/sockperf.out" 2>&1 ||
-    { cat "$TMP/sockperf.out" "$TMP/sockperf_s.out"; fail "agg_sockperf failed"; }
-wait $srv
-raw=$(awk '/GB\/s/ {print $(NF-1)}' "$TMP/sockperf.out")
+# the TCP transport against raw socket throughput between two namespaces: one
+# rank on aggh1, the switchsim on aggh0; each call moves N up and N down the
+# link. Raw: one socket one way, and two at once, one each way (what the
+# transport does), N-byte writes for 2 s each.
+sockperf() { # SERVER_NS CLIENT_NS PORT OUT
+    bg_ns "$1" "$BIN/agg_sockperf" -s "$(ip_of "$1"):$3" >"$4.srv" 2>&1 &
+    local srv=$!
+    in_ns "$2" "$BIN/agg_sockperf" -c "$(ip_of "$1"):$3" -t 2 >"$4" 2>&1 ||
+        { cat "$4" "$4.srv"; fail "agg_sockperf failed"; }
+    wait $srv
+}
+sockperf 0 1 7999 "$TMP/raw1"
+sockperf 0 1 7998 "$TMP/rawup" &
+up=$!
+sockperf 1 0 7997 "$TMP/rawdown"
+wait $up || fail "agg_sockperf failed"
+gbps() { awk '/GB\/s/ {print $(NF-1)}' "$1"; }
+raw1=$(gbps "$TMP/raw1")
+raw2=$(awk -v a="$(gbps "$TMP/rawup")" -v b="$(gbps "$TMP/rawdown")" 'BEGIN {print a + b}')
 run tcp_bw -np 1 --host "$(ip_of 1)" -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
     -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -x HCOLL_SHARP_NP=1 -- "$BIN/agg_link_bytes" -n 10 \
     -s 16777216,67108864
-awk -v raw="$raw" '$2 == "offload" { printf "TCP transport, one rank on aggh1 to switchsim on aggh0: %d bytes: %.3f GB/s each way; raw socket %.3f GB/s one way: ratio %.2f\n", $1, $1 / $3 / 1000, raw, $1 / $3 / 1000 / raw }' "$TMP/tcp_bw.out"
+grep -q "every result right" "$TMP/tcp_bw.out" || { cat "$TMP/tcp_bw.out"; fail "tcp_bw: wrong results"; }
+echo "raw sockets aggh1 <-> aggh0: one way $raw1 GB/s; both ways at once $raw2 GB/s in all"
+awk -v raw1="$raw1" -v raw2="$raw2" '$2 == "offload" {
+        bw = $1 / $3 / 1000
+        printf "TCP transport, %d bytes per call: %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways\n", $1, bw, 2 * bw, bw / raw1, 2 * bw / raw2 }' \
+    "$TMP/tcp_bw.out"
 echo "netns: all checks passed"
