@@ -123,7 +123,7 @@ grep -q "registered: pid [0-9]* on ${P}0 hosts 1 switches (all)" "$TMP/mgr.log" 
 
 HOSTS=$(ip_of 1),$(ip_of 2),$(ip_of 3),$(ip_of 4)
 MPI=(timeout -k 10 $T mpirun --allow-run-as-root --oversubscribe
-     --mca plm_rsh_agent "$RSH" --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24
+     --mca plm rsh --mca plm_rsh_agent "$RSH" --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24
      --mca oob_tcp_if_include 10.77.0.0/24 --mca orte_tmpdir_base "$TMP"
      -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR -x AGG_AM_SECRET -x HCOLL_ENABLE_SHARP=3
      -x AGG_STATS=1)
