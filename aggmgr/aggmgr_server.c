@@ -664,14 +664,7 @@ static void aggmgr__accept(aggmgr_t *am)
         pthread_attr_destroy(&attr);
         return;
     }
-    if (am->num_conns >= AGGMGR_MAX_CONNS) {
-        agg_warn("too many connections (%d); refusing one", am->num_conns);
-        close(fd);
-        return;
-    }
-    agg_sock_nodelay(fd);
-    memset(&am->conns[am->num_conns], 0, sizeof(am->conns[0]));
-    am->conns[am->num_conns++].fd = fd;
+    aggmgr__add_conn(am, fd);
 }
 
 static void aggmgr__reload(aggmgr_t *am)

@@ -79,7 +79,8 @@ agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, cha
     return AGG_OK;
 }
 
-agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms)
+agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms,
+                          int (*readable)(void *arg), void *arg)
 {
     struct iovec iov[2] = {{(void *)m, sizeof(*m)}, {(void *)data, m->bytes}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = m->bytes > 0 ? 2 : 1};
@@ -107,7 +108,7 @@ agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int 
             continue;
         }
         if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT | (readable ? POLLIN : 0)};
             int64_t now = agg_time_ms();
 
             if (deadline < 0) {
@@ -116,7 +117,10 @@ agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int 
             if (now >= deadline) {
                 return AGG_ERR_TIMEOUT;
             }
-            poll(&pfd, 1, (int)(deadline - now));
+            if (poll(&pfd, 1, (int)(deadline - now)) > 0 && (pfd.revents & POLLIN) &&
+                readable(arg) < 0) {
+                return AGG_ERR_IO;
+            }
             continue;
         }
         return AGG_ERR_IO;

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "agg/auth.h"
@@ -132,7 +131,7 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
         .group_id = ep.group_id, .part = ep.part, .channel = info->channel,
         .count = info->osts, .total = info->payload,
     };
-    st = agg_net_send(t->fd, &t->hello, NULL, ctx->connect_timeout_ms);
+    st = agg_net_send(t->fd, &t->hello, NULL, ctx->connect_timeout_ms, NULL, NULL);
     if (st == AGG_OK) {
         st = agg_sock_recv_all(t->fd, &reply, sizeof(reply), ctx->connect_timeout_ms);
     }
@@ -168,54 +167,10 @@ static void agg__tl_tcp_detach(void *tlp)
 
 static int agg__tl_tcp_drain(agg__tl_tcp_t *t);
 
-/*
- * Sends a fragment, reading results while the socket is full: switchsim
- * answers on the same connection and may itself wait for room to send
- * them, so a member that only wrote would leave both waiting.
- */
-static agg_status_t agg__tl_tcp_send(agg__tl_tcp_t *t, const agg_net_msg_t *m,
-                                     const void *data)
+/* Reads results while a send waits for room (agg_net_send's readable). */
+static int agg__tl_tcp_readable(void *arg)
 {
-    struct iovec iov[2] = {{(void *)m, sizeof(*m)}, {(void *)data, m->bytes}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = m->bytes > 0 ? 2 : 1};
-    int64_t deadline = agg_time_ms() + t->send_timeout_ms;
-
-    for (;;) {
-        ssize_t rc = sendmsg(t->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-        if (rc > 0) {
-            size_t left = (size_t)rc;
-
-            while (mh.msg_iovlen > 0 && left >= mh.msg_iov[0].iov_len) {
-                left -= mh.msg_iov[0].iov_len;
-                mh.msg_iov++;
-                mh.msg_iovlen--;
-            }
-            if (mh.msg_iovlen == 0) {
-                return AGG_OK;
-            }
-            mh.msg_iov[0].iov_base = (uint8_t *)mh.msg_iov[0].iov_base + left;
-            mh.msg_iov[0].iov_len -= left;
-            continue;
-        }
-        if (rc < 0 && errno == EINTR) {
-            continue;
-        }
-        if (rc < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pfd = {.fd = t->fd, .events = POLLOUT | POLLIN};
-            int64_t now = agg_time_ms();
-
-            if (now >= deadline) {
-                return AGG_ERR_TIMEOUT;
-            }
-            if (poll(&pfd, 1, (int)(deadline - now)) > 0 && (pfd.revents & POLLIN) &&
-                agg__tl_tcp_drain(t) < 0) {
-                return AGG_ERR_IO;
-            }
-            continue;
-        }
-        return AGG_ERR_IO;
-    }
+    return agg__tl_tcp_drain(arg);
 }
 
 static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
@@ -258,7 +213,9 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     } else if (f->status == AGG_OK && f->kind == AGG_DP_KIND_DATA) {
         m.bytes = (uint32_t)((f->coll == AGG_DP_COLL_ALLGATHER ? f->src_len : f->count) * esize);
     }
-    st = agg__tl_tcp_send(t, &m, f->src);
+    /* switchsim answers on this connection and may itself wait for room to
+       send: read while writing, or both could wait */
+    st = agg_net_send(t->fd, &m, f->src, t->send_timeout_ms, agg__tl_tcp_readable, t);
     if (st != AGG_OK) {
         agg_error("group %u: sending fragment %llu to switchsim failed: %s", m.group_id,
                   (unsigned long long)f->n, agg_status_string(st));

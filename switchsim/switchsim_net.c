@@ -153,7 +153,7 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
             m.status = AGG_ERR_BAD_FRAGMENT;
         }
     }
-    st = agg_net_send(c->fd, &m, data, SWITCHSIM_NET_SEND_MS);
+    st = agg_net_send(c->fd, &m, data, SWITCHSIM_NET_SEND_MS, NULL, NULL);
     if (st != AGG_OK) {
         /* the receiving thread sees the hang-up and frees the connection */
         agg_warn("group %u: result %llu to %s not sent: %s", g->id, (unsigned long long)m.n,
@@ -173,7 +173,7 @@ static void switchsim__link_send(switchsim_net_t *net, int li, const agg_net_msg
 
     pthread_mutex_lock(&l->lock);
     if (l->fd >= 0) {
-        st = agg_net_send(l->fd, m, data, SWITCHSIM_NET_SEND_MS);
+        st = agg_net_send(l->fd, m, data, SWITCHSIM_NET_SEND_MS, NULL, NULL);
         if (st != AGG_OK) {
             agg_error("link to switchsim %s broke (%s): groups across it time out until it "
                       "is made again", l->addr, agg_status_string(st));
@@ -263,7 +263,10 @@ int switchsim_net_link(switchsim_t *sim, const char *addr)
         pthread_mutex_init(&l->lock, NULL);
         snprintf(l->addr, sizeof(l->addr), "%s", addr);
     }
-    if (__atomic_load_n(&l->fd, __ATOMIC_ACQUIRE) >= 0) {
+    pthread_mutex_lock(&l->lock);
+    fd = l->fd;
+    pthread_mutex_unlock(&l->lock);
+    if (fd >= 0) {
         return (int)(l - net->links);
     }
     if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK) {
@@ -285,7 +288,7 @@ int switchsim_net_link(switchsim_t *sim, const char *addr)
             return -1;
         }
     }
-    st = agg_net_send(fd, &hello, NULL, timeout);
+    st = agg_net_send(fd, &hello, NULL, timeout, NULL, NULL);
     if (st == AGG_OK) {
         st = agg_sock_recv_all(fd, &reply, sizeof(reply), timeout);
     }
@@ -351,7 +354,7 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
         c->rx      = malloc(c->rx_cap);
         st         = c->rx != NULL ? AGG_OK : AGG_ERR_NO_MEMORY;
         reply.status = st;
-        if (agg_net_send(c->fd, &reply, NULL, timeout) != AGG_OK && st == AGG_OK) {
+        if (agg_net_send(c->fd, &reply, NULL, timeout, NULL, NULL) != AGG_OK && st == AGG_OK) {
             st = AGG_ERR_IO;
         }
         return st;
@@ -389,7 +392,7 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     }
     reply.status   = st;
     reply.group_id = hello.group_id;
-    if (agg_net_send(c->fd, &reply, NULL, timeout) != AGG_OK && st == AGG_OK) {
+    if (agg_net_send(c->fd, &reply, NULL, timeout, NULL, NULL) != AGG_OK && st == AGG_OK) {
         st = AGG_ERR_IO;
     }
     return st;
@@ -416,16 +419,17 @@ static void switchsim__net_accept(switchsim_net_t *net)
         close(fd);
         return;
     }
+    /* a worker sending a result takes the lock and finds the old use gone */
+    pthread_mutex_lock(&c->tx_lock);
     free(c->rx);
     free(c->tx);
     c->rx = c->tx = NULL;
     c->rx_len = c->tx_cap = 0;
     c->is_peer = 0;
-    agg_sock_addr_string((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-    pthread_mutex_lock(&c->tx_lock);
     c->fd = fd;
     c->gen++;
     pthread_mutex_unlock(&c->tx_lock);
+    agg_sock_addr_string((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
     agg_net_tune(fd);
     /* a member joins once per group: blocking here, briefly, is fine */
     timeout = (int)agg_conf_int(&net->sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS);

@@ -157,18 +157,22 @@ if [ $FIGURES = 1 ]; then
 fi
 echo "across hosts, leaves on their hosts: $(grep -h 'passed' "$TMP"/llt.out "$TMP"/sat.out "$TMP"/colls.out 2>/dev/null | tr '\n' ' ')"
 
-# what each host sends: about its buffer, against Open MPI's 1.5 buffers
+# bytes NAME TITLE: what each host sends per allreduce, the offload against Open
+# MPI, same run: about its buffer once, against Open MPI's 1.5 buffers
+SIZES=65536,1048576,4194304,16777216
 [ $FIGURES = 1 ] || SIZES=65536,1048576
-run bytes -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
-    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/agg_link_bytes" -n 10 \
-    -s "${SIZES:-65536,1048576,4194304,16777216}"
-grep -q "every result right" "$TMP/bytes.out" || { cat "$TMP/bytes.out"; fail "agg_link_bytes: wrong results"; }
-echo "layout A (leaf switchsim on each host, spine on the head):"
-grep -E "^#|^ +[0-9]" "$TMP/bytes.out"
-awk '$2 == "offload" && $1 >= 1048576 && ($7 > 1.25 || $6 < 0.9) { bad = 1 }
-     $2 == "mpi" && $1 >= 1048576 && $6 < 1.35 { bad = 1 }
-     END { exit bad }' "$TMP/bytes.out" ||
-    fail "a host sent other than about its buffer once (offload) or 1.5 times (Open MPI)"
+bytes() {
+    run "$1" -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+        -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/agg_link_bytes" -n 10 -s "$SIZES"
+    grep -q "every result right" "$TMP/$1.out" || { cat "$TMP/$1.out"; fail "$1: wrong results"; }
+    echo "$2:"
+    grep -E "^#|^ +[0-9]" "$TMP/$1.out"
+    awk '$2 == "offload" && $1 >= 1048576 && ($7 > 1.25 || $6 < 0.9) { bad = 1 }
+         $2 == "mpi" && $1 >= 1048576 && $6 < 1.35 { bad = 1 }
+         END { exit bad }' "$TMP/$1.out" ||
+        fail "$1: a host sent other than about its buffer once (offload) or 1.5 times (Open MPI)"
+}
+bytes bytes "layout A (leaf switchsim on each host, spine on the head)"
 
 # a client without the secret is refused, and aggmgr says so
 if AGG_AM_SECRET= in_ns 1 "$BIN/agg_info" -S >"$TMP/nosecret.out" 2>&1; then
@@ -189,12 +193,7 @@ start_sim 0 all simall 7127 # a new port: the old one may linger in TIME_WAIT
 run tcp_llt -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
     -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/allreduce_check" --max-count $((MAX_COUNT / 16))
 expect_clean "$TMP/tcp_llt.out" allreduce_check "ranks over TCP: wrong results"
-run bytes_b -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
-    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/agg_link_bytes" -n 10 \
-    -s "${SIZES:-65536,1048576,4194304,16777216}"
-grep -q "every result right" "$TMP/bytes_b.out" || { cat "$TMP/bytes_b.out"; fail "agg_link_bytes: wrong results"; }
-echo "layout B (every switch in one switchsim on the head, ranks over TCP):"
-grep -E "^ +[0-9]" "$TMP/bytes_b.out"
+bytes bytes_b "layout B (every switch in one switchsim on the head, ranks over TCP)"
 
 if [ $FIGURES = 0 ]; then
     echo "netns: all checks passed (figures are taken without the sanitizers)"

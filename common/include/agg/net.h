@@ -90,8 +90,13 @@ agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, cha
 /*
  * Sends a message and its data (one sendmsg when the socket takes it all),
  * waiting at most timeout_ms for room; the socket may be non-blocking.
+ * While it waits, `readable` (when not NULL) is called whenever the socket
+ * has something to read, so a peer that answers on the same connection is
+ * never left waiting for room itself; a negative return ends the send with
+ * AGG_ERR_IO.
  */
-agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms);
+agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms,
+                          int (*readable)(void *arg), void *arg);
 
 /* Larger socket buffers and no Nagle delay: a window of fragments fits in flight. */
 void agg_net_tune(int fd);
