@@ -976,6 +976,55 @@ static void test_group_quota(void **state)
     free_mgr_sim(am, fs);
 }
 
+/*
+ * Only a job's ranks make its groups (the request carries the job's key),
+ * and only the group's connection or the job's destroys one: a client of
+ * another job can touch neither. Members on another host than switchsim
+ * are flagged and get its TCP data port.
+ */
+static void test_group_owners(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(2, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[2] = {0, 1};
+    agg_msg_group_create_t greq;
+    aggmgr_group_t *g = NULL, *mine = NULL;
+    char hosts[2 * AGG_WIRE_NAME_LEN] = "test";
+    uint32_t host_of[2] = {0, 1};
+    unsigned before;
+
+    (void)state;
+    req.job_key   = 0x1234abcd5678ef00ull;
+    req.num_hosts = 2;
+    snprintf(hosts + AGG_WIRE_NAME_LEN, AGG_WIRE_NAME_LEN, "elsewhere");
+    assert_int_equal(aggmgr_job_create(am, 5, &req, hosts, host_of, &rep), AGG_OK);
+    greq = group_req(rep.job_id, 2, 0, 0);
+    before = fake_count(fs, AGG_TREE_LLT);
+    greq.job_key = 0x1234abcd5678ef01ull; /* one bit off */
+    assert_int_equal(aggmgr_group_create(am, 7, &greq, ranks, &g), AGG_ERR_AUTH);
+    assert_null(g);
+    assert_int_equal(fake_count(fs, AGG_TREE_LLT), before);
+    greq.job_key = req.job_key;
+    assert_int_equal(aggmgr_group_create(am, 6, &greq, ranks, &mine), AGG_OK);
+    /* rank 1 runs on "elsewhere": it attaches over TCP to switchsim's data port */
+    assert_int_equal(mine->llt.num_eps, 2);
+    assert_int_equal(mine->llt.remote[0], 0);
+    assert_int_equal(mine->llt.remote[1], 1);
+    assert_int_equal(mine->llt.eps[1].transport, AGG_TL_TCP);
+    assert_true(strncmp((const char *)mine->llt.eps[1].addr, "127.0.0.1:7126/g", 16) == 0);
+    /* another connection may destroy neither the group nor the job */
+    assert_int_equal(aggmgr_group_owned(am, rep.job_id, mine->id, 7), AGG_ERR_AUTH);
+    assert_int_equal(aggmgr_job_owned(am, rep.job_id, 7), AGG_ERR_AUTH);
+    assert_int_equal(aggmgr_group_owned(am, rep.job_id, mine->id, 6), AGG_OK);
+    assert_int_equal(aggmgr_group_owned(am, rep.job_id, mine->id, 5), AGG_OK);
+    assert_int_equal(aggmgr_group_owned(am, rep.job_id, 999, 5), AGG_ERR_GROUP_ID);
+    assert_int_equal(aggmgr_job_owned(am, rep.job_id, 5), AGG_OK);
+    check_counts(am);
+    free_mgr_sim(am, fs);
+}
+
 /* switchsim refusing a group's LLT part refuses the group; nothing is kept. */
 static void test_group_llt_refused(void **state)
 {
@@ -1263,6 +1312,7 @@ int main(void)
         cmocka_unit_test(test_group_llt),
         cmocka_unit_test(test_group_quota),
         cmocka_unit_test(test_group_llt_refused),
+        cmocka_unit_test(test_group_owners),
         cmocka_unit_test(test_group_sat),
         cmocka_unit_test(test_group_sat_teardown),
         cmocka_unit_test(test_sat_flows_per_switch),

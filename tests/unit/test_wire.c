@@ -573,7 +573,7 @@ static const type_pin_t msg_types[] = {MSG_TYPES(TYPE)};
     X(AGG_ERR_SESSION_INIT, -200) X(AGG_ERR_PROTOCOL, -201)                    \
     X(AGG_ERR_VERSION, -202) X(AGG_ERR_JOB_CREATE, -203)                       \
     X(AGG_ERR_NO_JOB, -204) X(AGG_ERR_NO_SWITCHSIM, -205)                      \
-    X(AGG_ERR_TOPOLOGY, -206)                                                  \
+    X(AGG_ERR_TOPOLOGY, -206) X(AGG_ERR_AUTH, -207)                            \
     X(AGG_ERR_QUOTA, -300) X(AGG_ERR_NO_RESOURCE, -301)                        \
     X(AGG_ERR_GROUP_ALLOC, -302) X(AGG_ERR_GROUP_ID, -303)                     \
     X(AGG_ERR_NO_TREE, -304) X(AGG_ERR_GROUP_JOIN, -305)                       \
@@ -1406,6 +1406,43 @@ static void test_stats_print(void **state)
     }
 }
 
+/* TCP endpoints: what aggmgr writes, members read back; anything else is refused. */
+static void test_net_endpoint(void **state)
+{
+    char buf[AGG_WIRE_EP_ADDR_LEN], why[256];
+    agg_net_ep_t ep;
+    size_t len;
+    static const char *const bad[] = {"10.0.0.1:7126", "10.0.0.1/g1/t0/p0", "10.0.0.1:0/g1/t0/p0",
+                                      "10.0.0.1:7126/g1/t0", "10.0.0.1:7126/g1/t0/p0x",
+                                      ":7126/g1/t0/p0", "[::1:7126/g1/t0/p0",
+                                      "10.0.0.1:99999/g1/t0/p0"};
+    size_t i;
+
+    (void)state;
+    len = agg_net_ep_format(buf, sizeof(buf), "10.77.0.3:7126", 42, 1, 3);
+    assert_int_equal(len, strlen("10.77.0.3:7126/g42/t1/p3") + 1);
+    assert_int_equal(agg_net_ep_parse(buf, len, &ep, why, sizeof(why)), AGG_OK);
+    assert_string_equal(ep.host, "10.77.0.3");
+    assert_int_equal(ep.port, 7126);
+    assert_int_equal(ep.group_id, 42);
+    assert_int_equal(ep.tree, 1);
+    assert_int_equal(ep.part, 3);
+    len = agg_net_ep_format(buf, sizeof(buf), "[fd00::2]:7126", 7, 0, 0);
+    assert_int_equal(agg_net_ep_parse(buf, len, &ep, why, sizeof(why)), AGG_OK);
+    assert_string_equal(ep.host, "fd00::2");
+    /* too long to fit is said, not cut */
+    assert_int_equal(agg_net_ep_format(buf, 8, "10.77.0.3:7126", 42, 1, 3), 0);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
+        why[0] = '\0';
+        assert_int_equal(agg_net_ep_parse(bad[i], strlen(bad[i]) + 1, &ep, why, sizeof(why)),
+                         AGG_ERR_PARSE);
+        assert_true(why[0] != '\0');
+    }
+    /* no NUL within the length */
+    assert_int_equal(agg_net_ep_parse("10.0.0.1:1/g1/t0/p0", 5, &ep, why, sizeof(why)),
+                     AGG_ERR_PARSE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1426,6 +1463,7 @@ int main(void)
         cmocka_unit_test(test_msg_type_names),
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_stats_print),
+        cmocka_unit_test(test_net_endpoint),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
