@@ -195,6 +195,8 @@ run tcp_llt -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
 expect_clean "$TMP/tcp_llt.out" allreduce_check "ranks over TCP: wrong results"
 bytes bytes_b "layout B (every switch in one switchsim on the head, ranks over TCP)"
 
+# the daemons' own reports (a sanitizer's among them)
+check_clean "$TMP"/mgr.log "$TMP"/sim*.log
 if [ $FIGURES = 0 ]; then
     echo "netns: all checks passed (figures are taken without the sanitizers)"
     exit 0
