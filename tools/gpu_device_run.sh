@@ -2,7 +2,8 @@
 # Everything GPU in one call on the device machine (the `device` tool runs it
 # in a copy of this tree, with .device-deps carried: tools/device_deps.sh
 # fetches it here first):
-#   bash tools/gpu_device_run.sh [build|check|bench|all]   (default all)
+#   bash tools/gpu_device_run.sh [build|check|bench|netns|all]   (default all;
+#   netns: tests/e2e/netns.sh on the device's host, not part of all)
 # Builds with the CUDA backend, then checks device buffers through libagg and
 # through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
 # device switching between calls, and measures the kernels, the staged
@@ -109,12 +110,20 @@ do_bench() {
     done
 }
 
+do_netns() { # issue 8's test across hosts on network namespaces, with iproute2 carried
+    deps
+    export PATH=$SYS/bin:$SYS/sbin:$SYS/usr/bin:$SYS/usr/sbin:$PATH
+    export LD_LIBRARY_PATH=$SYS/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
+    STEP_TIMEOUT=540 step netns bash "$here/tests/e2e/netns.sh" "$build"
+}
+
 case $what in
     build) do_build ;;
     check) do_check ;;
     bench) do_bench ;;
+    netns) do_build && do_netns ;;
     all) do_build && { do_check; do_bench; } ;;
-    *) echo "usage: $0 [build|check|bench|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|check|bench|netns|all]" >&2; exit 2 ;;
 esac
 printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
 # one file back for every log (the device tool returns at most 8 files)
