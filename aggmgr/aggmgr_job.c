@@ -349,6 +349,7 @@ static agg_status_t aggmgr__part_config(aggmgr_t *am, const aggmgr_job_t *job,
         .group_id = g->id, .job_id = job->id, .num_members = part->num_members,
         .num_nodes = part->num_nodes, .osts = gt->osts, .payload = gt->payload, .tree = tree,
         .flags = flags & AGG_GROUP_F_REPRODUCIBLE, .part = pi, .num_ports = np,
+        .job_key = job->key,
     };
     wn = (agg_wire_tree_node_t *)(cfg + 1);
     wm = (agg_wire_member_t *)(wn + part->num_nodes);

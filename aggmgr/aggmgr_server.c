@@ -170,6 +170,11 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     agg_status_t st;
     int i, k, slot;
 
+    if (c->kind != 0) {
+        agg_error("SIM_REGISTER from fd %d, which already said it is a %s; disconnecting",
+                  c->fd, c->kind == AGG_PEER_SIM ? "switchsim" : "client");
+        return AGG_ERR_PROTOCOL;
+    }
     if (len < sizeof(*reg) || len > sizeof(*reg) + 4096 ||
         (len > sizeof(*reg) && body[len - 1] != '\0')) {
         return AGG_ERR_PROTOCOL;
@@ -601,19 +606,28 @@ typedef struct aggmgr__auth_job {
  * that a slow or silent peer holds up nobody; a peer that passes goes to the
  * event loop through the pipe, one that fails is logged and closed.
  */
+#define AGGMGR_MAX_CHECKS 64 /* connections proving the secret at once */
+static unsigned aggmgr__checks;  /* atomic */
+
 static void *aggmgr__auth_main(void *arg)
 {
     aggmgr__auth_job_t *job = arg;
-    char why[256];
+    char why[256] = "";
 
     if (agg_auth_server(job->fd, &job->am->auth, AGGMGR_IO_TIMEOUT_MS, why, sizeof(why)) ==
-            AGG_OK &&
-        write(job->am->auth_pipe[1], &job->fd, sizeof(job->fd)) == (ssize_t)sizeof(job->fd)) {
-        free(job);
-        return NULL;
+        AGG_OK) {
+        if (write(job->am->auth_pipe[1], &job->fd, sizeof(job->fd)) ==
+            (ssize_t)sizeof(job->fd)) {
+            job->fd = -1;
+        } else {
+            snprintf(why, sizeof(why), "cannot hand it to the main loop: %s", strerror(errno));
+        }
     }
-    agg_warn("connection from %s refused: %s", job->peer, why);
-    close(job->fd);
+    if (job->fd >= 0) {
+        agg_warn("connection from %s refused: %s", job->peer, why);
+        close(job->fd);
+    }
+    __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
     free(job);
     return NULL;
 }
@@ -642,12 +656,23 @@ static void aggmgr__accept(aggmgr_t *am)
         }
         return;
     }
-    if (am->off_loopback) {
-        aggmgr__auth_job_t *job = calloc(1, sizeof(*job));
+    /* off loopback a peer proves the secret first (a local one never does: both
+       ends decide from the other's address) */
+    if (am->off_loopback && !agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
+        aggmgr__auth_job_t *job;
         pthread_attr_t attr;
         pthread_t t;
 
+        if (__atomic_fetch_add(&aggmgr__checks, 1, __ATOMIC_RELAXED) >= AGGMGR_MAX_CHECKS) {
+            __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
+            agg_warn("%d connections are proving the secret already; refusing one",
+                     AGGMGR_MAX_CHECKS);
+            close(fd);
+            return;
+        }
+        job = calloc(1, sizeof(*job));
         if (job == NULL) {
+            __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
             close(fd);
             return;
         }
@@ -658,6 +683,7 @@ static void aggmgr__accept(aggmgr_t *am)
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         if (pthread_create(&t, &attr, aggmgr__auth_main, job) != 0) {
             agg_warn("cannot check the connection from %s; refusing it", job->peer);
+            __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
             close(fd);
             free(job);
         }

@@ -123,6 +123,12 @@ typedef struct agg_tl_ops {
     void (*idle)(void *tl, const agg_tl_frag_t *f);
     /* Something else is already known to be in progress: reset the idle policy. */
     void (*busy)(void *tl);
+    /*
+     * The member gave up on posted fragment f (it timed out) and may reuse
+     * its buffers: the transport must not write its result there any more.
+     * NULL when a transport only writes results at complete().
+     */
+    void (*forget)(void *tl, const agg_tl_frag_t *f);
 } agg_tl_ops_t;
 
 /* Shared memory with a switchsim on this host (agg_tl_shm.c). */

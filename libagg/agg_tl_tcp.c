@@ -32,6 +32,9 @@ typedef struct agg__tl_tcp_res {
     /* where the fragment posted in this slot wants its result: when that is
        all of it, in host memory, the result is read straight there */
     uint64_t post_n;
+    uint32_t post_count;
+    uint8_t  post_dtype;
+    uint8_t  post_kind;
     void    *direct;
     size_t   direct_bytes;
     int      landed;  /* this result went straight to `direct` */
@@ -129,7 +132,7 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
     t->hello = (agg_net_msg_t){
         .magic = AGG_NET_MAGIC, .type = AGG_NET_HELLO, .tree = (uint8_t)info->tree,
         .group_id = ep.group_id, .part = ep.part, .channel = info->channel,
-        .count = info->osts, .total = info->payload,
+        .count = info->osts, .total = info->payload, .n = ctx->job_key,
     };
     st = agg_net_send(t->fd, &t->hello, NULL, ctx->connect_timeout_ms, NULL, NULL);
     if (st == AGG_OK) {
@@ -181,12 +184,15 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     agg_status_t st;
 
     if (t->dead) {
-        return AGG_ERR_SHUTDOWN;
+        return AGG_OK; /* taken, to fail at complete(): the group is gone */
     }
     {
         agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
 
         r->post_n       = f->n;
+        r->post_count   = f->count;
+        r->post_dtype   = f->dtype;
+        r->post_kind    = f->kind;
         r->direct       = NULL;
         r->direct_bytes = 0;
         if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && f->kind == AGG_DP_KIND_DATA &&
@@ -195,7 +201,7 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
             r->direct_bytes = (size_t)f->count * esize;
         }
     }
-    m.type   = AGG_NET_PUSH;
+    m.type   = AGG_NET_PUSH; /* the HELLO's identity, without the job's key */
     m.kind   = f->kind;
     m.coll   = f->coll;
     m.op     = f->op;
@@ -220,7 +226,7 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
         agg_error("group %u: sending fragment %llu to switchsim failed: %s", m.group_id,
                   (unsigned long long)f->n, agg_status_string(st));
         t->dead = 1;
-        return AGG_ERR_SHUTDOWN;
+        return AGG_OK; /* complete() says the group is gone, for this and the rest */
     }
     return AGG_OK;
 }
@@ -243,9 +249,17 @@ static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t)
                   t->hello.group_id, m->type, (unsigned long long)m->n, m->bytes);
         return AGG_ERR_PROTOCOL;
     }
-    r         = &t->res[(m->n - 1) % t->window];
-    r->landed = r->post_n == m->n && r->direct != NULL && m->status == AGG_OK &&
-                m->bytes == r->direct_bytes;
+    r = &t->res[(m->n - 1) % t->window];
+    if (r->post_n != m->n || m->dtype != r->post_dtype || m->count != r->post_count ||
+        m->kind != r->post_kind ||
+        (m->status == AGG_OK && m->kind == AGG_DP_KIND_DATA && m->count > 0 &&
+         m->bytes != (uint64_t)m->count * agg_dtype_size(m->dtype))) {
+        agg_error("group %u: result %llu from switchsim does not match its fragment "
+                  "(%u elements of type %u, %u bytes)", t->hello.group_id,
+                  (unsigned long long)m->n, m->count, m->dtype, m->bytes);
+        return AGG_ERR_PROTOCOL;
+    }
+    r->landed = r->direct != NULL && m->status == AGG_OK && m->bytes == r->direct_bytes;
     t->rx_dst = r->landed ? r->direct : r->data;
     return AGG_OK;
 }
@@ -342,6 +356,23 @@ static void agg__tl_tcp_busy(void *tlp)
     (void)tlp;
 }
 
+static void agg__tl_tcp_forget(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_tcp_t *t = tlp;
+    agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
+
+    if (r->post_n != f->n || r->direct == NULL) {
+        return;
+    }
+    /* a result being read into the caller's buffer goes on into the slot */
+    if (t->rx_dst == r->direct) {
+        t->rx_dst = r->data;
+        r->landed = 0;
+    }
+    r->direct       = NULL;
+    r->direct_bytes = 0;
+}
+
 const agg_tl_ops_t agg_tl_tcp_ops = {
     .name     = "tcp",
     .attach   = agg__tl_tcp_attach,
@@ -352,4 +383,5 @@ const agg_tl_ops_t agg_tl_tcp_ops = {
     .progress = agg__tl_tcp_progress,
     .idle     = agg__tl_tcp_idle,
     .busy     = agg__tl_tcp_busy,
+    .forget   = agg__tl_tcp_forget,
 };

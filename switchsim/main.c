@@ -176,10 +176,16 @@ int main(int argc, char **argv)
         if (agg_time_ms() - reaped_ms >= SWITCHSIM_REAP_MS) {
             /* a SAT lock whose holder died goes back, at most this much later,
                however busy the control link is */
-            switchsim_ctl_wrlock(&sim);
-            switchsim_an_reap_locks(&sim);
-            pthread_rwlock_unlock(&sim.lock);
-            reaped_ms = agg_time_ms();
+            /* not waiting for the lock while a round or ten may pass: a writer
+               waiting holds up every reader behind it, among them a thread
+               sending on a full socket's behalf */
+            if (pthread_rwlock_trywrlock(&sim.lock) == 0 ||
+                (agg_time_ms() - reaped_ms >= 10 * SWITCHSIM_REAP_MS &&
+                 pthread_rwlock_wrlock(&sim.lock) == 0)) {
+                switchsim_an_reap_locks(&sim);
+                pthread_rwlock_unlock(&sim.lock);
+                reaped_ms = agg_time_ms();
+            }
         }
         if (poll(&pfd, 1, SWITCHSIM_REAP_MS) <= 0) {
             continue;

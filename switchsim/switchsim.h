@@ -52,6 +52,7 @@ typedef struct switchsim_group {
     uint32_t           part;        /* which part of the group's tree (one per switchsim
                                        segment); 0 holds the root */
     uint32_t           job_id;
+    uint64_t           job_key;     /* members joining over TCP show it */
     uint8_t            tree;        /* agg_tree_type_t */
     uint32_t           num_members;
     uint32_t           num_nodes;

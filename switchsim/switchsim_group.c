@@ -192,6 +192,7 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     }
     g->id          = cfg->group_id;
     g->part        = cfg->part;
+    g->job_key     = cfg->job_key;
     g->job_id      = cfg->job_id;
     g->tree        = (uint8_t)cfg->tree;
     g->num_members = cfg->num_members;

@@ -55,6 +55,7 @@ typedef struct switchsim_conn {
     size_t          rx_cap, rx_len;
     int             stalled;    /* the head fragment waits for its slot */
     int             is_peer;    /* another switchsim: UP and DOWN of any group */
+    int             off_loopback; /* it proves the shared secret first */
     char            peer[64];
 } switchsim_conn_t;
 
@@ -331,7 +332,7 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     size_t need;
     agg_status_t st;
 
-    if (net->off_loopback) {
+    if (c->off_loopback) {
         st = agg_auth_server(c->fd, &net->auth, timeout, why, sizeof(why));
         if (st != AGG_OK) {
             agg_warn("data connection from %s refused: %s", c->peer, why);
@@ -364,8 +365,17 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     st = AGG_OK;
     if (g == NULL) {
         st = AGG_ERR_GROUP_ID;
+    } else if (hello.n != g->job_key) {
+        st = AGG_ERR_AUTH; /* a client of another job */
     } else if (hello.channel >= g->num_members || !g->remote[hello.channel]) {
         st = AGG_ERR_INVALID_PARAM; /* a local member maps the segment instead */
+    } else {
+        uint32_t bound = __atomic_load_n(&g->member_conn[hello.channel], __ATOMIC_ACQUIRE);
+
+        if (bound != 0 && net->conns[bound - 1].fd >= 0 &&
+            net->conns[bound - 1].gen == g->member_gen[hello.channel]) {
+            st = AGG_ERR_GROUP_JOIN; /* the channel is someone's already */
+        }
     }
     if (st == AGG_OK) {
         need = g->view.seg->payload;
@@ -426,6 +436,7 @@ static void switchsim__net_accept(switchsim_net_t *net)
     c->rx = c->tx = NULL;
     c->rx_len = c->tx_cap = 0;
     c->is_peer = 0;
+    c->off_loopback = net->off_loopback && !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
     c->fd = fd;
     c->gen++;
     pthread_mutex_unlock(&c->tx_lock);
@@ -719,18 +730,17 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     if (getsockname(net->listen_fd, (struct sockaddr *)&ss, &len) == 0) {
         net->off_loopback = !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
     }
-    if (net->off_loopback) {
-        st = agg_auth_load(&net->auth, agg_conf_str(&sim->conf, AGG_CONF_AM_KEY_FILE), why,
-                           sizeof(why));
-        if (st == AGG_OK && !net->auth.set) {
-            snprintf(why, sizeof(why), "no shared secret: set AGG_AM_SECRET or am_key_file "
-                     "(required off loopback)");
-            st = AGG_ERR_CONFIG;
-        }
-        if (st != AGG_OK) {
-            agg_error("sim_data_addr %s: %s", addr, why);
-            goto err;
-        }
+    /* the secret also opens links to switchsims off loopback, wherever we listen */
+    st = agg_auth_load(&net->auth, agg_conf_str(&sim->conf, AGG_CONF_AM_KEY_FILE), why,
+                       sizeof(why));
+    if (st == AGG_OK && net->off_loopback && !net->auth.set) {
+        snprintf(why, sizeof(why), "no shared secret: set AGG_AM_SECRET or am_key_file "
+                 "(required off loopback)");
+        st = AGG_ERR_CONFIG;
+    }
+    if (st != AGG_OK) {
+        agg_error("sim_data_addr %s: %s", addr, why);
+        goto err;
     }
     snprintf(net->addr, sizeof(net->addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
              bound);

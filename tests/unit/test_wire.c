@@ -116,8 +116,9 @@ DEFINE_LAYOUT(endpoint, agg_wire_endpoint_t, 136, ENDPOINT_LAYOUT)
     X(agg_msg_group_config_t, tree, 24, 4)                                     \
     X(agg_msg_group_config_t, flags, 28, 4)                                    \
     X(agg_msg_group_config_t, part, 32, 4)                                     \
-    X(agg_msg_group_config_t, num_ports, 36, 4)
-DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 40, GROUP_CONFIG_LAYOUT)
+    X(agg_msg_group_config_t, num_ports, 36, 4)                                \
+    X(agg_msg_group_config_t, job_key, 40, 8)
+DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 48, GROUP_CONFIG_LAYOUT)
 
 #define PORT_LAYOUT(X)                                                         \
     X(agg_wire_port_t, kind, 0, 4) X(agg_wire_port_t, part, 4, 4)              \
@@ -434,7 +435,7 @@ static const struct_pin_t structs[] = {
            AGG_FMT_SIM_REGISTER_REPLY),
     STRUCT(switch, agg_wire_switch_t, 72, AGG_FMT_SWITCH),
     STRUCT(endpoint, agg_wire_endpoint_t, 136, AGG_FMT_ENDPOINT),
-    STRUCT(group_config, agg_msg_group_config_t, 40, AGG_FMT_GROUP_CONFIG),
+    STRUCT(group_config, agg_msg_group_config_t, 48, AGG_FMT_GROUP_CONFIG),
     STRUCT(port, agg_wire_port_t, 80, AGG_FMT_PORT),
     STRUCT(tree_node, agg_wire_tree_node_t, 16, AGG_FMT_TREE_NODE),
     STRUCT(member, agg_wire_member_t, 8, AGG_FMT_MEMBER),

@@ -61,7 +61,7 @@ typedef struct agg_net_msg {
     uint32_t channel;  /* the member's channel in that part */
     int32_t  status;   /* PUSH: not AGG_OK when the member gave up; RESULT: the tree's */
     uint32_t extra;    /* UP: the sending part's index among the node's child parts */
-    uint64_t n;        /* fragment number */
+    uint64_t n;        /* fragment number; a member's HELLO: its job's key */
     uint32_t count;    /* elements of the fragment */
     uint32_t root;
     uint32_t total;    /* the collective's elements (low 32 bits) */

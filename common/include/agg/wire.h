@@ -145,6 +145,7 @@ typedef struct agg_msg_group_config {
     uint32_t part;               /* which part of the group's tree: the switches of one
                                     switchsim that hang together; part 0 holds the root */
     uint32_t num_ports;          /* links to the other parts */
+    uint64_t job_key;            /* members joining over TCP must show it */
     /* followed by num_nodes agg_wire_tree_node_t (the part's, parents first, its top at
        0), num_members agg_wire_member_t (the members whose leaf is in the part, in
        group order: their channels) and num_ports agg_wire_port_t */
@@ -315,7 +316,7 @@ typedef struct agg_msg_stats_reply {
 #define AGG_FMT_SIM_REGISTER_REPLY "llll"
 #define AGG_FMT_SWITCH             "qs"
 #define AGG_FMT_ENDPOINT           "llss"
-#define AGG_FMT_GROUP_CONFIG       "llllllllll"
+#define AGG_FMT_GROUP_CONFIG       "llllllllllq"
 #define AGG_FMT_TREE_NODE          "qll"
 #define AGG_FMT_PORT               "lllls"
 #define AGG_FMT_MEMBER             "ll"
