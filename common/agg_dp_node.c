@@ -11,9 +11,13 @@
  */
 #include "agg/dp.h"
 
+#include <sched.h>
 #include <string.h>
 
 #include "agg_dp_int.h"
+
+/* Yields to wait for a slot a result comes back to before handing it back. */
+#define AGG_DP_RESULT_SPINS 64
 
 #include "agg/reduce.h"
 #include "agg/wait.h"
@@ -257,6 +261,27 @@ agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const 
                                          (uint64_t)s->payload * AGG_DP_ACC_FACTOR) {
         return AGG_ERR_BAD_FRAGMENT; /* the top of the tree gets no result from above */
     }
+    /*
+     * The slot combined this fragment on its way up; the thread that sent it
+     * may still be letting go of it (the answer can come back that fast).
+     * Still held after a few yields: AGG_INPROGRESS, the caller keeps the
+     * message and offers it again. Nothing else takes the slot before the
+     * members have this result.
+     */
+    for (uint32_t free_st = 0, spins = 0;
+         !__atomic_compare_exchange_n(&dst->state, &free_st, AGG_DP_SLOT_LOCKED, 0,
+                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+         free_st = 0, ++spins) {
+        if (spins == AGG_DP_RESULT_SPINS) {
+            return AGG_INPROGRESS;
+        }
+        sched_yield();
+    }
+    if (dst->moved != hdr->cur || __atomic_load_n(&dst->done, __ATOMIC_RELAXED) == hdr->cur) {
+        /* not a fragment this node sent up, or its result came already */
+        __atomic_store_n(&dst->state, 0, __ATOMIC_RELEASE);
+        return AGG_ERR_BAD_FRAGMENT;
+    }
     if (hdr->status == AGG_OK && hdr->kind == AGG_DP_KIND_DATA && bytes > 0) {
         memcpy(agg_dp_acc(dst), acc, bytes);
     }
@@ -276,6 +301,7 @@ agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const 
         agg__dp_deliver_down(v, top, dst);
     }
     __atomic_store_n(&dst->done, hdr->cur, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&dst->state, 0, __ATOMIC_SEQ_CST);
     agg_dp_wake_members(s);
     return AGG_OK;
 }
