@@ -14,6 +14,7 @@
 #include "aggmgr_tree.h"
 
 #define AGGMGR_MAX_CONNS 1024
+#define AGGMGR_IO_TIMEOUT_MS  2000 /* a send to a peer, or its secret check */
 
 typedef struct aggmgr_conn {
     int           fd;
@@ -73,14 +74,61 @@ typedef struct aggmgr_gtree {
     agg_wire_endpoint_t *eps;        /* per part: shared memory, then TCP if needed */
 } aggmgr_gtree_t;
 
+struct aggmgr;
+struct aggmgr_op;
+
 typedef struct aggmgr_group {
     uint32_t        id;
     uint32_t        num_members;
     int             owner_fd;
     aggmgr_gtree_t  llt;
-    aggmgr_gtree_t  sat;          /* status != AGG_OK: the group has no SAT part */
+    aggmgr_gtree_t  sat;          /* status != AGG_OK: the group has no SAT part;
+                                     AGG_INPROGRESS while its switchsims lay it out */
+    struct aggmgr_op *op;         /* its creation, until every part has answered */
     struct aggmgr_group *next;
 } aggmgr_group_t;
+
+/*
+ * What a client's request waits on while switchsims answer: aggmgr sends
+ * its requests, goes back to its event loop, and finishes the operation
+ * when the last reply or timeout comes in. `done` is called exactly once.
+ */
+typedef enum aggmgr_op_kind {
+    AGGMGR_OP_GROUP_CREATE = 1,
+    AGGMGR_OP_STATS        = 2,
+} aggmgr_op_kind_t;
+
+typedef void (*aggmgr_op_done_t)(struct aggmgr *am, struct aggmgr_op *op);
+
+typedef struct aggmgr_op {
+    aggmgr_op_kind_t      kind;
+    uint32_t              pending;     /* its requests in flight */
+    agg_status_t          status;      /* the first failure; AGG_OK so far */
+    aggmgr_group_t       *group;       /* GROUP_CREATE: the group; NULL once it is gone */
+    uint32_t              job_id;
+    uint32_t              flags;       /* GROUP_CREATE: the request's */
+    uint32_t              phase;       /* GROUP_CREATE: 0 the LLT part, 1 the SAT part */
+    uint32_t              sat_osts, sat_payload;
+    int                  *sel;         /* GROUP_CREATE: the members' world ranks */
+    agg_msg_stats_reply_t stats;       /* STATS: the sum so far */
+    int64_t               deadline_ms; /* of all its requests, every round: its client
+                                          hears back within am_sim_timeout_ms */
+    int                   client_fd;   /* who asked; -1 once it is gone */
+    uint32_t              client_txid;
+    aggmgr_op_done_t      done;
+    void                 *arg;
+    struct aggmgr_op     *next;
+} aggmgr_op_t;
+
+/* A request to a switchsim awaiting its reply, found by its txid. */
+typedef struct aggmgr_simreq {
+    uint32_t     txid;
+    int          sim;          /* index into sims */
+    uint16_t     type;         /* what was asked */
+    int64_t      deadline_ms;  /* agg_time_ms() past which it has failed */
+    aggmgr_op_t *op;           /* what waits for it; NULL: nobody (a teardown) */
+    uint32_t     job_id, group_id, tree, part;
+} aggmgr_simreq_t;
 
 typedef struct aggmgr_job {
     uint32_t        id;
@@ -113,6 +161,7 @@ typedef struct aggmgr_sim {
     uint32_t an_osts, an_payload_per_ost, an_max_groups, an_sat_flows, workers;
     char     host[AGG_WIRE_NAME_LEN];
     char     data_addr[AGG_WIRE_NAME_LEN]; /* TCP data port, "" none */
+    uint32_t reports;                 /* SIM_REPORTs it sent */
 } aggmgr_sim_t;
 
 typedef struct aggmgr {
@@ -136,6 +185,10 @@ typedef struct aggmgr {
     uint32_t       next_job_id;
     uint32_t       next_group_id;
     uint32_t       next_tree_id;
+    aggmgr_simreq_t *reqs;            /* requests to switchsims in flight */
+    uint32_t       num_reqs, cap_reqs;
+    uint32_t       next_txid;
+    aggmgr_op_t   *ops;               /* operations waiting on them */
 } aggmgr_t;
 
 /* ---- jobs and groups (aggmgr_job.c) ---- */
@@ -153,13 +206,23 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
 agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
 
 /*
- * Creates a group of `n` world ranks of a job: its LLT part, and its SAT
+ * Starts a group of `n` world ranks of a job: its LLT part, then its SAT
  * part when req asks and the job has a SAT tree (a SAT part that cannot be
  * had leaves the LLT part standing, with the reason in its status), each
- * configured on switchsim. On success *out is the group.
+ * laid out by the switchsims hosting its switches. A request that cannot be
+ * met is refused at once (op untouched, the caller frees it); otherwise
+ * AGG_INPROGRESS: op (from aggmgr_op_new) is aggmgr's, and its `done` sees
+ * op->status and op->group when the switchsims have answered.
  */
 agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group_create_t *req,
-                                 const uint32_t *world_ranks, aggmgr_group_t **out);
+                                 const uint32_t *world_ranks, aggmgr_op_t *op);
+
+/* Carries on with a group's creation once its requests are all answered. */
+void aggmgr_group_step(aggmgr_t *am, aggmgr_op_t *op);
+
+/* A switchsim's answer to GROUP_CONFIG (st: its status or the failure). */
+void aggmgr_group_config_reply(aggmgr_t *am, const aggmgr_simreq_t *req, agg_status_t st,
+                               const agg_msg_group_config_reply_t *rep);
 agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id);
 
 /*
@@ -189,6 +252,12 @@ void aggmgr_conn_release(aggmgr_t *am, int fd);
 /* A switchsim went away (index into sims): the groups with a part on it go with it. */
 void aggmgr_sim_lost(aggmgr_t *am, int sim);
 
+/*
+ * Groups with parts on both switchsims a and b (indexes into sims): their
+ * count, and "job/group" of the first few in list.
+ */
+unsigned aggmgr_groups_across(const aggmgr_t *am, int a, int b, char *list, size_t len);
+
 /* The switchsim whose control connection is fd, or -1. */
 int aggmgr_sim_of_fd(const aggmgr_t *am, int fd);
 
@@ -204,9 +273,41 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
 
 void aggmgr_server_close(aggmgr_t *am);
 
-/* Synchronous request to switchsim `sim` (index into sims), with a timeout. */
-agg_status_t aggmgr_sim_call(aggmgr_t *am, int sim, uint16_t type, const void *body,
-                             size_t len, uint16_t reply_type, void *reply, size_t cap,
-                             size_t *reply_len);
+/* ---- requests to switchsims (aggmgr_simreq.c) ---- */
+
+aggmgr_op_t *aggmgr_op_new(aggmgr_op_kind_t kind, aggmgr_op_done_t done, void *arg);
+void aggmgr_op_free(aggmgr_op_t *op);
+
+/*
+ * Sends a request to switchsim `sim` (index into sims) and records it under
+ * a fresh txid, with what it is about (`what`: job, group, tree, part) and
+ * `op`, which then waits for it (NULL: nobody waits). Never waits for the
+ * answer: aggmgr_sim_message hands it over, aggmgr_sims_expire fails it
+ * after am_sim_timeout_ms.
+ */
+agg_status_t aggmgr_sim_request(aggmgr_t *am, int sim, uint16_t type, const void *body,
+                                size_t len, aggmgr_op_t *op, const aggmgr_simreq_t *what);
+
+/* Starts tracking op: `done` runs as soon as nothing is in flight for it. */
+void aggmgr_op_start(aggmgr_t *am, aggmgr_op_t *op);
+
+/* A message from switchsim `sim`: the answer to one of our requests. */
+agg_status_t aggmgr_sim_message(aggmgr_t *am, int sim, const agg_msg_hdr_t *hdr,
+                                uint8_t *body);
+
+/* Fails what is past its deadline; returns ms until the next one (-1: none). */
+int aggmgr_sims_expire(aggmgr_t *am);
+
+/* Fails every request in flight to switchsim `sim` with `st` (it went away). */
+void aggmgr_sim_fail_all(aggmgr_t *am, int sim, agg_status_t st);
+
+/* A client went away: its operations finish without answering it. */
+void aggmgr_ops_forget_client(aggmgr_t *am, int fd);
+
+/*
+ * Without the event loop (tests, shutdown): reads the switchsims' answers
+ * until nothing is in flight or timeout_ms pass. 0 when nothing is left.
+ */
+int aggmgr_sims_settle(aggmgr_t *am, int timeout_ms);
 
 #endif

@@ -321,19 +321,22 @@ static agg_status_t aggmgr__gtree_parts(aggmgr_t *am, const aggmgr_job_t *job,
     return AGG_OK;
 }
 
-/* Has the part's switchsim lay it out; fills part->shm. */
-static agg_status_t aggmgr__part_config(aggmgr_t *am, const aggmgr_job_t *job,
-                                        const aggmgr_group_t *g, aggmgr_gtree_t *gt,
-                                        uint32_t pi, uint32_t tree, uint32_t flags)
+/*
+ * Asks the part's switchsim to lay it out; its answer comes to
+ * aggmgr_group_config_reply, which fills part->shm.
+ */
+static agg_status_t aggmgr__part_send(aggmgr_t *am, const aggmgr_job_t *job,
+                                      const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                      uint32_t pi, uint32_t tree, aggmgr_op_t *op)
 {
+    aggmgr_simreq_t what = {.job_id = job->id, .group_id = g->id, .tree = tree, .part = pi};
     aggmgr_part_t *part = &gt->parts[pi];
-    agg_msg_group_config_reply_t rep;
     agg_msg_group_config_t *cfg;
     agg_wire_tree_node_t *wn;
     agg_wire_member_t *wm;
     agg_wire_port_t *wp;
     uint32_t i, k, nn = (uint32_t)gt->tree.num_nodes, np = part->parent >= 0;
-    size_t len, body_len;
+    size_t body_len;
     agg_status_t st;
 
     for (i = 0; i < gt->num_parts; ++i) {
@@ -348,7 +351,7 @@ static agg_status_t aggmgr__part_config(aggmgr_t *am, const aggmgr_job_t *job,
     *cfg = (agg_msg_group_config_t){
         .group_id = g->id, .job_id = job->id, .num_members = part->num_members,
         .num_nodes = part->num_nodes, .osts = gt->osts, .payload = gt->payload, .tree = tree,
-        .flags = flags & AGG_GROUP_F_REPRODUCIBLE, .part = pi, .num_ports = np,
+        .flags = op->flags & AGG_GROUP_F_REPRODUCIBLE, .part = pi, .num_ports = np,
         .job_key = job->key,
     };
     wn = (agg_wire_tree_node_t *)(cfg + 1);
@@ -394,25 +397,26 @@ static agg_status_t aggmgr__part_config(aggmgr_t *am, const aggmgr_job_t *job,
     agg_wire_swap(wn, AGG_FMT_TREE_NODE, part->num_nodes);
     agg_wire_swap(wm, AGG_FMT_MEMBER, part->num_members);
     agg_wire_swap(wp, AGG_FMT_PORT, np);
-    st = aggmgr_sim_call(am, part->sim, AGG_MSG_GROUP_CONFIG, cfg, body_len,
-                         AGG_MSG_GROUP_CONFIG_REPLY, &rep, sizeof(rep), &len);
+    st = aggmgr_sim_request(am, part->sim, AGG_MSG_GROUP_CONFIG, cfg, body_len, op, &what);
     free(cfg);
-    if (st == AGG_OK) {
-        st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_GROUP_CONFIG_REPLY);
-        if (st == AGG_OK && (rep.endpoint.length == 0 ||
-                             rep.endpoint.length > sizeof(rep.endpoint.addr))) {
-            st = AGG_ERR_PROTOCOL;
-        }
+    return st;
+}
+
+/* Undoes one laid-out part; nobody waits for the answer. */
+static void aggmgr__part_teardown(aggmgr_t *am, int sim, const aggmgr_simreq_t *what)
+{
+    agg_msg_group_ref_t ref = {.job_id = what->job_id, .group_id = what->group_id,
+                               .tree = what->tree, .part = what->part};
+
+    if (sim < 0 || sim >= am->num_sims || am->sims[sim].fd < 0) {
+        return; /* gone, and its parts with it */
     }
-    if (st != AGG_OK) {
-        agg_warn("switchsim %u could not configure part %u of the %s part of group %u: %s",
-                 am->sims[part->sim].id, pi, tree == AGG_TREE_SAT ? "SAT" : "LLT", g->id,
-                 agg_status_string(st));
-        return st;
+    agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
+    if (aggmgr_sim_request(am, sim, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref), NULL, what) !=
+        AGG_OK) {
+        agg_warn("switchsim %u was not asked to tear down part %u of group %u",
+                 am->sims[sim].id, what->part, what->group_id);
     }
-    part->shm        = rep.endpoint;
-    part->configured = 1;
-    return AGG_OK;
 }
 
 static void aggmgr__gtree_teardown(aggmgr_t *am, const aggmgr_job_t *job,
@@ -421,48 +425,47 @@ static void aggmgr__gtree_teardown(aggmgr_t *am, const aggmgr_job_t *job,
     uint32_t pi;
 
     for (pi = 0; pi < gt->num_parts; ++pi) {
-        agg_msg_group_ref_t ref = {.job_id = job->id, .group_id = g->id, .tree = tree,
-                                   .part = pi};
-        const aggmgr_sim_t *sim = &am->sims[gt->parts[pi].sim];
-        agg_status_t st;
+        aggmgr_simreq_t what = {.job_id = job->id, .group_id = g->id, .tree = tree, .part = pi};
 
-        if (!gt->parts[pi].configured || sim->fd < 0) {
-            continue;
+        if (gt->parts[pi].configured) {
+            aggmgr__part_teardown(am, gt->parts[pi].sim, &what);
+            gt->parts[pi].configured = 0;
         }
-        agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
-        st = agg_msg_call_status(sim->fd, AGG_MSG_GROUP_TEARDOWN, &ref, sizeof(ref),
-                                 AGG_MSG_GROUP_TEARDOWN_REPLY, 5000);
-        if (st != AGG_OK) {
-            agg_warn("switchsim %u did not tear down part %u of group %u: %s", sim->id, pi,
-                     g->id, agg_status_string(st));
-        }
-        gt->parts[pi].configured = 0;
     }
 }
 
 /*
- * Lays out a group's tree on its switchsims, part by part, and the
- * endpoints its members attach to: per part its shared memory, and its TCP
- * data port when some member of it is on another host.
+ * Cuts a group's tree into parts and asks each part's switchsim to lay it
+ * out. AGG_OK: every request went out (op waits for them); otherwise
+ * whatever went out is undone when its answer comes (the caller frees the
+ * parts).
  */
-static agg_status_t aggmgr__gtree_config(aggmgr_t *am, const aggmgr_job_t *job,
-                                         const aggmgr_group_t *g, aggmgr_gtree_t *gt,
-                                         uint32_t tree, uint32_t flags, const int *sel)
+static agg_status_t aggmgr__gtree_start(aggmgr_t *am, const aggmgr_job_t *job,
+                                        const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                        uint32_t tree, aggmgr_op_t *op)
 {
-    agg_status_t st = aggmgr__gtree_parts(am, job, g, gt, sel);
-    uint32_t pi, i;
+    agg_status_t st = aggmgr__gtree_parts(am, job, g, gt, op->sel);
+    uint32_t pi;
 
     for (pi = 0; st == AGG_OK && pi < gt->num_parts; ++pi) {
-        st = aggmgr__part_config(am, job, g, gt, pi, tree, flags);
+        st = aggmgr__part_send(am, job, g, gt, pi, tree, op);
     }
-    if (st == AGG_OK) {
-        gt->eps = calloc(2 * (size_t)gt->num_parts, sizeof(*gt->eps));
-        st = gt->eps == NULL ? AGG_ERR_NO_MEMORY : AGG_OK;
-    }
-    if (st != AGG_OK) {
-        aggmgr__gtree_teardown(am, job, g, gt, tree);
-        aggmgr__gtree_parts_free(gt);
-        return st;
+    return st;
+}
+
+/*
+ * Every part laid out: the endpoints its members attach to, per part its
+ * shared memory, and its TCP data port when some member of it is on another
+ * host.
+ */
+static agg_status_t aggmgr__gtree_eps(aggmgr_t *am, const aggmgr_group_t *g,
+                                      aggmgr_gtree_t *gt, uint32_t tree)
+{
+    uint32_t pi, i;
+
+    gt->eps = calloc(2 * (size_t)gt->num_parts, sizeof(*gt->eps));
+    if (gt->eps == NULL) {
+        return AGG_ERR_NO_MEMORY;
     }
     for (pi = 0; pi < gt->num_parts; ++pi) {
         gt->parts[pi].ep_shm = gt->num_eps;
@@ -508,17 +511,21 @@ static void aggmgr__sat_flows_take(aggmgr_t *am, const aggmgr_tree_t *tree, int 
     }
 }
 
-/* The SAT part of a new group; a refusal is logged and recorded, not fatal. */
+/*
+ * Starts the SAT part of a new group (its LLT part is laid out); a refusal
+ * is logged and recorded in sat.status, not fatal. AGG_INPROGRESS in
+ * sat.status while the switchsims lay it out.
+ */
 static void aggmgr__group_sat(aggmgr_t *am, const aggmgr_job_t *job, aggmgr_group_t *g,
-                              const agg_msg_group_create_t *req, const int *sel)
+                              aggmgr_op_t *op)
 {
     aggmgr_gtree_t *gt = &g->sat;
     int full;
 
     gt->tree_id = job->sat_tree_id;
-    gt->osts    = req->sat_osts ? req->sat_osts : 4;
-    gt->payload = req->sat_payload;
-    gt->status  = aggmgr_tree_prune(&job->tree, sel, (int)g->num_members, &gt->tree);
+    gt->osts    = op->sat_osts ? op->sat_osts : 4;
+    gt->payload = op->sat_payload;
+    gt->status  = aggmgr_tree_prune(&job->tree, op->sel, (int)g->num_members, &gt->tree);
     if (gt->status != AGG_OK) {
         return;
     }
@@ -531,16 +538,145 @@ static void aggmgr__group_sat(aggmgr_t *am, const aggmgr_job_t *job, aggmgr_grou
         aggmgr_tree_free(&gt->tree);
         return;
     }
-    gt->status = aggmgr__gtree_config(am, job, g, gt, AGG_TREE_SAT, req->flags, sel);
-    if (gt->status != AGG_OK) {
-        aggmgr_tree_free(&gt->tree);
+    aggmgr__sat_flows_take(am, &gt->tree, 1); /* held while it is laid out */
+    gt->status = AGG_INPROGRESS;
+    if (aggmgr__gtree_start(am, job, g, gt, AGG_TREE_SAT, op) != AGG_OK &&
+        op->status == AGG_OK) {
+        op->status = AGG_ERR_NO_SWITCHSIM; /* aggmgr_group_step gives it all back */
+    }
+}
+
+/* The SAT part is laid out, or failed (op->status): keep it or give it back. */
+static void aggmgr__group_sat_end(aggmgr_t *am, const aggmgr_job_t *job, aggmgr_group_t *g,
+                                  aggmgr_op_t *op)
+{
+    agg_status_t st = op->status;
+
+    op->status = AGG_OK; /* the group stands on its LLT part whatever happened here */
+    if (st == AGG_OK) {
+        st = aggmgr__gtree_eps(am, g, &g->sat, AGG_TREE_SAT);
+    }
+    if (st == AGG_OK) {
+        g->sat.status = AGG_OK;
         return;
     }
-    aggmgr__sat_flows_take(am, &gt->tree, 1);
+    agg_warn("job %u: group %u gets no SAT part (%s); it uses the LLT", job->id, g->id,
+             agg_status_string(st));
+    aggmgr__gtree_teardown(am, job, g, &g->sat, AGG_TREE_SAT);
+    aggmgr__gtree_parts_free(&g->sat);
+    aggmgr__sat_flows_take(am, &g->sat.tree, -1);
+    aggmgr_tree_free(&g->sat.tree);
+    g->sat.status = st;
+}
+
+static void aggmgr__group_free(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *g)
+{
+    if (g->op != NULL) {
+        /* still being laid out: its answers find no group, and undo their part */
+        g->op->group = NULL;
+        if (g->op->status == AGG_OK) {
+            g->op->status = AGG_ERR_NO_JOB;
+        }
+    }
+    aggmgr__gtree_teardown(am, job, g, &g->llt, AGG_TREE_LLT);
+    aggmgr__gtree_parts_free(&g->llt);
+    if (g->sat.status == AGG_OK || g->sat.status == AGG_INPROGRESS) {
+        aggmgr__gtree_teardown(am, job, g, &g->sat, AGG_TREE_SAT);
+        aggmgr__gtree_parts_free(&g->sat);
+        aggmgr__sat_flows_take(am, &g->sat.tree, -1);
+        aggmgr_tree_free(&g->sat.tree);
+    }
+    job->osts_used -= g->llt.osts;
+    job->num_groups--;
+    aggmgr_tree_free(&g->llt.tree);
+    free(g);
+}
+
+/* Takes g out of its job's list and frees it. */
+static void aggmgr__group_drop(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *g)
+{
+    aggmgr_group_t **pp;
+
+    for (pp = &job->groups; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == g) {
+            *pp = g->next;
+            aggmgr__group_free(am, job, g);
+            return;
+        }
+    }
+}
+
+void aggmgr_group_config_reply(aggmgr_t *am, const aggmgr_simreq_t *req, agg_status_t st,
+                               const agg_msg_group_config_reply_t *rep)
+{
+    aggmgr_group_t *g = req->op != NULL ? req->op->group : NULL;
+    aggmgr_gtree_t *gt;
+
+    if (st == AGG_OK && (rep->endpoint.length == 0 ||
+                         rep->endpoint.length > sizeof(rep->endpoint.addr))) {
+        st = AGG_ERR_PROTOCOL;
+    }
+    if (st != AGG_OK) {
+        agg_warn("switchsim %u could not configure part %u of the %s part of group %u: %s",
+                 am->sims[req->sim].id, req->part, req->tree == AGG_TREE_SAT ? "SAT" : "LLT",
+                 req->group_id, agg_status_string(st));
+    }
+    if (st == AGG_ERR_TIMEOUT || (st == AGG_OK && (g == NULL || g->id != req->group_id))) {
+        /* laid out for a group that is gone, or perhaps laid out after all */
+        aggmgr__part_teardown(am, req->sim, req);
+        return;
+    }
+    if (st != AGG_OK) {
+        return;
+    }
+    gt = req->tree == AGG_TREE_SAT ? &g->sat : &g->llt;
+    if (req->part < gt->num_parts) {
+        gt->parts[req->part].shm        = rep->endpoint;
+        gt->parts[req->part].configured = 1;
+    }
+}
+
+void aggmgr_group_step(aggmgr_t *am, aggmgr_op_t *op)
+{
+    aggmgr_job_t *job = aggmgr__job_find(am, op->job_id);
+    aggmgr_group_t *g = op->group;
+
+    if (g == NULL || job == NULL) {
+        if (op->status == AGG_OK) {
+            op->status = AGG_ERR_NO_JOB;
+        }
+        return;
+    }
+    if (op->phase == 0) {
+        if (op->status == AGG_OK) {
+            op->status = aggmgr__gtree_eps(am, g, &g->llt, AGG_TREE_LLT);
+        }
+        if (op->status != AGG_OK) {
+            aggmgr__group_drop(am, job, g); /* undoes the parts laid out */
+            op->group = NULL;
+            return;
+        }
+        g->llt.status = AGG_OK;
+        op->phase     = 1;
+        if ((op->flags & AGG_GROUP_F_SAT) && job->sat_tree_id != 0) {
+            aggmgr__group_sat(am, job, g, op);
+            if (op->pending > 0) {
+                return;
+            }
+        }
+    }
+    if (g->sat.status == AGG_INPROGRESS) {
+        aggmgr__group_sat_end(am, job, g, op);
+    }
+    g->op = NULL;
+    agg_info("job %u: group %u of %u members on %d nodes (depth %d, root %s), %u OSTs%s",
+             job->id, g->id, g->num_members, g->llt.tree.num_nodes, g->llt.tree.depth,
+             am->topo.nodes[g->llt.tree.nodes[0].topo_node].id, g->llt.osts,
+             g->sat.status == AGG_OK ? ", with a SAT part" : "");
 }
 
 agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group_create_t *req,
-                                 const uint32_t *world_ranks, aggmgr_group_t **out)
+                                 const uint32_t *world_ranks, aggmgr_op_t *op)
 {
     aggmgr_job_t *job = aggmgr__job_find(am, req->job_id);
     uint32_t i, j, n = req->num_members, osts = req->osts;
@@ -606,53 +742,35 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group
     g->llt.tree_id = job->tree_id;
     g->llt.osts    = osts;
     g->llt.payload = job->payload_per_ost;
+    g->llt.status  = AGG_INPROGRESS;
     g->sat.status  = AGG_ERR_SAT_UNAVAILABLE;
     st = aggmgr_tree_prune(&job->tree, sel, (int)n, &g->llt.tree);
     if (st != AGG_OK) {
         goto err_free;
     }
-    st = aggmgr__gtree_config(am, job, g, &g->llt, AGG_TREE_LLT, req->flags, sel);
-    if (st != AGG_OK) {
-        goto err_tree;
-    }
-    g->llt.status = AGG_OK;
-    if ((req->flags & AGG_GROUP_F_SAT) && job->sat_tree_id != 0) {
-        aggmgr__group_sat(am, job, g, req, sel);
-    }
+    /* the group holds its quota from now on: a request meanwhile sees it taken */
     g->next     = job->groups;
     job->groups = g;
     job->num_groups++;
     job->osts_used += osts;
-    agg_info("job %u: group %u of %u members on %d nodes (depth %d, root %s), %u OSTs%s",
-             req->job_id, g->id, n, g->llt.tree.num_nodes, g->llt.tree.depth,
-             am->topo.nodes[g->llt.tree.nodes[0].topo_node].id, osts,
-             g->sat.status == AGG_OK ? ", with a SAT part" : "");
-    free(sel);
-    *out = g;
-    return AGG_OK;
+    g->op           = op;
+    op->group       = g;
+    op->job_id      = job->id;
+    op->flags       = req->flags;
+    op->sat_osts    = req->sat_osts;
+    op->sat_payload = req->sat_payload;
+    op->sel         = sel;
+    st = aggmgr__gtree_start(am, job, g, &g->llt, AGG_TREE_LLT, op);
+    if (st != AGG_OK && op->status == AGG_OK) {
+        op->status = st; /* aggmgr_group_step undoes what went out */
+    }
+    aggmgr_op_start(am, op);
+    return AGG_INPROGRESS;
 
-err_tree:
-    aggmgr_tree_free(&g->llt.tree);
 err_free:
     free(sel);
     free(g);
     return st;
-}
-
-static void aggmgr__group_free(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *g)
-{
-    aggmgr__gtree_teardown(am, job, g, &g->llt, AGG_TREE_LLT);
-    aggmgr__gtree_parts_free(&g->llt);
-    if (g->sat.status == AGG_OK) {
-        aggmgr__gtree_teardown(am, job, g, &g->sat, AGG_TREE_SAT);
-        aggmgr__gtree_parts_free(&g->sat);
-        aggmgr__sat_flows_take(am, &g->sat.tree, -1);
-        aggmgr_tree_free(&g->sat.tree);
-    }
-    job->osts_used -= g->llt.osts;
-    job->num_groups--;
-    aggmgr_tree_free(&g->llt.tree);
-    free(g);
 }
 
 agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id)
@@ -750,6 +868,7 @@ void aggmgr_conn_release(aggmgr_t *am, int fd)
     aggmgr_job_t *job, *next;
     aggmgr_group_t *g, *gnext;
 
+    aggmgr_ops_forget_client(am, fd); /* its groups being laid out answer nobody */
     for (job = am->jobs; job != NULL; job = next) {
         next = job->next;
         if (job->owner_fd == fd) {
@@ -776,7 +895,8 @@ static int aggmgr__group_on(const aggmgr_group_t *g, int sim)
             return 1;
         }
     }
-    for (i = 0; g->sat.status == AGG_OK && i < g->sat.num_parts; ++i) {
+    for (i = 0; (g->sat.status == AGG_OK || g->sat.status == AGG_INPROGRESS) &&
+                i < g->sat.num_parts; ++i) {
         if (g->sat.parts[i].sim == sim) {
             return 1;
         }
@@ -792,8 +912,10 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim)
     unsigned lost = 0;
     int i;
 
-    /* its groups first, while its fd still tells which teardowns to skip */
+    /* its groups first, while its fd still tells which teardowns to skip;
+       what it was asked and never answered fails now */
     s->fd = -1;
+    aggmgr_sim_fail_all(am, sim, AGG_ERR_NO_SWITCHSIM);
     for (job = am->jobs; job != NULL; job = job->next) {
         for (pp = &job->groups; (g = *pp) != NULL;) {
             if (!aggmgr__group_on(g, sim)) {
@@ -801,6 +923,9 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim)
                 continue;
             }
             *pp = g->next;
+            if (g->op != NULL && g->op->status == AGG_OK) {
+                g->op->status = AGG_ERR_NO_SWITCHSIM; /* what its creator hears */
+            }
             aggmgr__group_free(am, job, g);
             lost++;
         }
@@ -816,6 +941,31 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim)
     } else {
         agg_info("switchsim %u (pid %u on %s) disconnected", s->id, s->pid, s->host);
     }
+}
+
+unsigned aggmgr_groups_across(const aggmgr_t *am, int a, int b, char *list, size_t len)
+{
+    const aggmgr_job_t *job;
+    const aggmgr_group_t *g;
+    unsigned n = 0;
+    size_t off = 0;
+
+    if (len > 0) {
+        list[0] = '\0';
+    }
+    for (job = am->jobs; job != NULL; job = job->next) {
+        for (g = job->groups; g != NULL; g = g->next) {
+            if (!aggmgr__group_on(g, a) || !aggmgr__group_on(g, b)) {
+                continue;
+            }
+            if (off + 24 < len) {
+                off += (size_t)snprintf(list + off, len - off, "%s%u/%u", n ? ", " : "",
+                                        job->id, g->id);
+            }
+            n++;
+        }
+    }
+    return n;
 }
 
 int aggmgr_sim_of_fd(const aggmgr_t *am, int fd)

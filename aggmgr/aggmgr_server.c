@@ -1,7 +1,9 @@
 /*
  * The control server: one poll() loop over the listening socket and every
- * peer. Requests are small and answered at once; a peer that sends a
- * malformed message gets an error reply and is disconnected.
+ * peer. A request is answered at once, or, when switchsims must act on it
+ * first (a group, the counters), once they have (aggmgr_simreq.c): the loop
+ * never waits on one peer. A peer that sends a malformed message gets an
+ * error reply and is disconnected.
  */
 #include "aggmgr.h"
 
@@ -17,9 +19,6 @@
 
 #include "agg/log.h"
 #include "agg/sock.h"
-
-#define AGGMGR_IO_TIMEOUT_MS  2000
-#define AGGMGR_SIM_TIMEOUT_MS 5000
 
 extern char **environ;
 
@@ -73,38 +72,31 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
     return AGG_OK;
 }
 
-agg_status_t aggmgr_sim_call(aggmgr_t *am, int sim, uint16_t type, const void *body,
-                             size_t len, uint16_t reply_type, void *reply, size_t cap,
-                             size_t *reply_len)
+static agg_status_t aggmgr__send(int fd, uint16_t type, uint32_t txid, const void *body,
+                                 size_t len)
 {
-    aggmgr_sim_t *s = &am->sims[sim];
-    agg_status_t st;
+    return agg_msg_send(fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
+}
 
-    if (sim < 0 || sim >= am->num_sims || s->fd < 0) {
-        return AGG_ERR_NO_SWITCHSIM;
-    }
-    st = agg_msg_call(s->fd, type, body, len, reply_type, reply, cap, reply_len,
-                      AGGMGR_SIM_TIMEOUT_MS);
-    if (st != AGG_OK) {
-        agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(type), s->id,
-                  agg_status_string(st));
-    }
-    return st;
+static agg_status_t aggmgr__send_status(int fd, uint16_t type, uint32_t txid,
+                                        agg_status_t status)
+{
+    agg_msg_status_t rep = {.status = status};
+
+    agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+    return aggmgr__send(fd, type, txid, &rep, sizeof(rep));
 }
 
 static agg_status_t aggmgr__reply(aggmgr_conn_t *c, uint16_t type, uint32_t txid,
                                   const void *body, size_t len)
 {
-    return agg_msg_send(c->fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
+    return aggmgr__send(c->fd, type, txid, body, len);
 }
 
 static agg_status_t aggmgr__reply_status(aggmgr_conn_t *c, uint16_t type, uint32_t txid,
                                          agg_status_t status)
 {
-    agg_msg_status_t rep = {.status = status};
-
-    agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-    return aggmgr__reply(c, type, txid, &rep, sizeof(rep));
+    return aggmgr__send_status(c->fd, type, txid, status);
 }
 
 /* Is switch `node` one that `select` (sim_switches) asks for? */
@@ -352,15 +344,61 @@ static size_t aggmgr__tree_block(aggmgr_t *am, const aggmgr_gtree_t *gt, uint32_
     return aggmgr__tree_block_len(gt, n);
 }
 
+/* A group's switchsims have answered: its creator hears how it went. */
+static void aggmgr__group_created(aggmgr_t *am, aggmgr_op_t *op)
+{
+    agg_msg_group_create_reply_t *rep;
+    aggmgr_group_t *g = op->group;
+    uint32_t n, sat = (op->flags & AGG_GROUP_F_SAT) != 0;
+    size_t rep_len;
+    uint8_t *p;
+
+    if (op->client_fd < 0) {
+        return; /* it went away; its groups went with it */
+    }
+    if (op->status != AGG_OK || g == NULL) {
+        aggmgr__send_status(op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid,
+                            op->status != AGG_OK ? op->status : AGG_ERR_GROUP_ALLOC);
+        return;
+    }
+    n       = g->num_members;
+    rep_len = sizeof(*rep) + aggmgr__tree_block_len(&g->llt, n) +
+              (sat ? aggmgr__tree_block_len(&g->sat, n) : 0);
+    rep     = calloc(1, rep_len);
+    if (rep == NULL) {
+        aggmgr_group_destroy(am, op->job_id, g->id);
+        aggmgr__send_status(op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid,
+                            AGG_ERR_NO_MEMORY);
+        return;
+    }
+    rep->status      = AGG_OK;
+    rep->group_id    = g->id;
+    rep->num_members = n;
+    rep->num_trees   = sat ? 2 : 1;
+    p  = (uint8_t *)(rep + 1);
+    p += aggmgr__tree_block(am, &g->llt, AGG_TREE_LLT, n, p);
+    if (sat) {
+        aggmgr__tree_block(am, &g->sat, AGG_TREE_SAT, n, p);
+    }
+    agg_wire_swap(rep, AGG_FMT_GROUP_CREATE_REPLY, 1);
+    if (aggmgr__send(op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid, rep,
+                     rep_len) != AGG_OK) {
+        agg_warn("job %u: group %u was made, but its creator (fd %d) did not take the answer",
+                 op->job_id, g->id, op->client_fd);
+    }
+    free(rep);
+}
+
+/*
+ * Starts laying the group out and goes back to the loop; the answer goes
+ * out from aggmgr__group_created.
+ */
 static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
                                             uint32_t txid, uint8_t *body, size_t len)
 {
     agg_msg_group_create_t *req = (agg_msg_group_create_t *)body;
-    agg_msg_group_create_reply_t *rep;
-    aggmgr_group_t *g;
+    aggmgr_op_t *op;
     uint32_t *ranks, n;
-    size_t rep_len;
-    uint8_t *p;
     agg_status_t st;
 
     if (len < sizeof(*req)) {
@@ -374,75 +412,62 @@ static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
     c->kind = AGG_PEER_CLIENT;
     ranks   = (uint32_t *)(req + 1);
     agg_wire_swap(ranks, "l", n);
-    st = aggmgr_group_create(am, c->fd, req, ranks, &g);
-    if (st != AGG_OK) {
-        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, st);
-    }
-    rep_len = sizeof(*rep) + aggmgr__tree_block_len(&g->llt, n) +
-              ((req->flags & AGG_GROUP_F_SAT) ? aggmgr__tree_block_len(&g->sat, n) : 0);
-    rep = calloc(1, rep_len);
-    if (rep == NULL) {
-        aggmgr_group_destroy(am, req->job_id, g->id);
+    op = aggmgr_op_new(AGGMGR_OP_GROUP_CREATE, aggmgr__group_created, NULL);
+    if (op == NULL) {
         return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, AGG_ERR_NO_MEMORY);
     }
-    rep->status      = AGG_OK;
-    rep->group_id    = g->id;
-    rep->num_members = n;
-    rep->num_trees   = (req->flags & AGG_GROUP_F_SAT) ? 2 : 1;
-    p  = (uint8_t *)(rep + 1);
-    p += aggmgr__tree_block(am, &g->llt, AGG_TREE_LLT, n, p);
-    if (req->flags & AGG_GROUP_F_SAT) {
-        aggmgr__tree_block(am, &g->sat, AGG_TREE_SAT, n, p);
+    op->client_fd   = c->fd;
+    op->client_txid = txid;
+    st = aggmgr_group_create(am, c->fd, req, ranks, op);
+    if (st != AGG_INPROGRESS) {
+        aggmgr_op_free(op);
+        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, st);
     }
-    agg_wire_swap(rep, AGG_FMT_GROUP_CREATE_REPLY, 1);
-    st = aggmgr__reply(c, AGG_MSG_GROUP_CREATE_REPLY, txid, rep, rep_len);
-    free(rep);
-    return st;
+    return AGG_OK;
 }
 
-/* Every switchsim's counters, added up. */
+/* Every switchsim has answered STATS: the sum to who asked. */
+static void aggmgr__stats_done(aggmgr_t *am, aggmgr_op_t *op)
+{
+    (void)am;
+    if (op->client_fd < 0) {
+        return;
+    }
+    if (op->status != AGG_OK) {
+        aggmgr__send_status(op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, op->status);
+        return;
+    }
+    op->stats.status = AGG_OK;
+    agg_wire_swap(&op->stats, AGG_FMT_STATS_REPLY, 1);
+    aggmgr__send(op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, &op->stats,
+                 sizeof(op->stats));
+}
+
+/* Every switchsim's counters, added up once they have all answered. */
 static agg_status_t aggmgr__on_stats(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid)
 {
-    agg_msg_stats_reply_t sum = {0}, rep;
-    agg_status_t st = AGG_ERR_NO_SWITCHSIM;
-    size_t len;
+    aggmgr_op_t *op;
     int i;
 
+    if (aggmgr_sims_live(am) == 0) {
+        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_SWITCHSIM);
+    }
+    op = aggmgr_op_new(AGGMGR_OP_STATS, aggmgr__stats_done, NULL);
+    if (op == NULL) {
+        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_MEMORY);
+    }
+    op->client_fd   = c->fd;
+    op->client_txid = txid;
     for (i = 0; i < am->num_sims; ++i) {
-        if (am->sims[i].fd < 0) {
-            continue;
+        agg_status_t st = am->sims[i].fd < 0 ? AGG_OK :
+                          aggmgr_sim_request(am, i, AGG_MSG_STATS, NULL, 0, op, NULL);
+
+        if (st != AGG_OK && op->status == AGG_OK) {
+            op->status = st;
         }
-        st = aggmgr_sim_call(am, i, AGG_MSG_STATS, NULL, 0, AGG_MSG_STATS_REPLY, &rep,
-                             sizeof(rep), &len);
-        if (st == AGG_OK) {
-            st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_STATS_REPLY);
-        }
-        if (st != AGG_OK) {
-            break;
-        }
-        sum.groups += rep.groups;
-        sum.fragments_in += rep.fragments_in;
-        sum.fragments_reduced += rep.fragments_reduced;
-        sum.results_out += rep.results_out;
-        sum.bytes_in += rep.bytes_in;
-        sum.errors += rep.errors;
-        sum.groups_total += rep.groups_total;
-        sum.llt_fragments_in += rep.llt_fragments_in;
-        sum.sat_chunks_in += rep.sat_chunks_in;
-        sum.sat_bytes_in += rep.sat_bytes_in;
-        sum.duplicates += rep.duplicates;
-        sum.locks_granted += rep.locks_granted;
-        sum.locks_busy += rep.locks_busy;
-        sum.zcopy_bytes += rep.zcopy_bytes;
-        sum.sat_groups += rep.sat_groups;
-        sum.workers += rep.workers;
     }
-    if (st != AGG_OK) {
-        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid, st);
-    }
-    sum.status = AGG_OK;
-    agg_wire_swap(&sum, AGG_FMT_STATS_REPLY, 1);
-    return aggmgr__reply(c, AGG_MSG_STATS_REPLY, txid, &sum, sizeof(sum));
+    aggmgr_op_start(am, op);
+    return AGG_OK;
 }
 
 static agg_status_t aggmgr__on_hello(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid,
@@ -476,6 +501,14 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
     agg_status_t st;
 
     agg_debug("%s from fd %d (%u bytes)", agg_msg_type_name(hdr.type), c->fd, hdr.length);
+    if (c->kind == AGG_PEER_SIM) {
+        /* a registered switchsim only answers what it was asked */
+        int sim = aggmgr_sim_of_fd(am, c->fd);
+
+        if (sim >= 0) {
+            return aggmgr_sim_message(am, sim, &hdr, body);
+        }
+    }
     switch (hdr.type) {
     case AGG_MSG_HELLO:
         st = aggmgr__on_hello(am, c, hdr.txid, body, hdr.length);
@@ -716,7 +749,7 @@ static void aggmgr__reload(aggmgr_t *am)
 agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload)
 {
     struct pollfd pfds[AGGMGR_MAX_CONNS + 2];
-    int n, i, rc;
+    int n, i, rc, next;
 
     while (!*stop) {
         if (*reload) {
@@ -732,7 +765,8 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
         n  = am->num_conns;
         pfds[n + 1].fd     = am->off_loopback ? am->auth_pipe[0] : -1;
         pfds[n + 1].events = POLLIN;
-        rc = poll(pfds, (nfds_t)n + 2, 500);
+        next = aggmgr_sims_expire(am); /* switchsims that did not answer in time */
+        rc   = poll(pfds, (nfds_t)n + 2, next >= 0 && next < 500 ? next : 500);
         if (rc < 0) {
             if (errno == EINTR) {
                 continue;
@@ -744,15 +778,6 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
         for (i = n - 1; i >= 0; --i) {
             if (pfds[i + 1].revents == 0) {
                 continue;
-            }
-            if (aggmgr_sim_of_fd(am, am->conns[i].fd) >= 0) {
-                /* switchsim only answers our requests: anything else is a hang-up */
-                char b;
-                if (recv(am->conns[i].fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0 ||
-                    (pfds[i + 1].revents & (POLLHUP | POLLERR))) {
-                    aggmgr__conn_close(am, i);
-                    continue;
-                }
             }
             if (aggmgr__conn_read(am, &am->conns[i]) != AGG_OK) {
                 aggmgr__conn_close(am, i);
@@ -779,6 +804,19 @@ void aggmgr_server_close(aggmgr_t *am)
     while ((job = am->jobs) != NULL) {
         aggmgr_job_destroy(am, job->id);
     }
+    /* the switchsims hear the teardowns out before their connections close */
+    if (aggmgr_sims_settle(am, AGGMGR_IO_TIMEOUT_MS) != 0) {
+        agg_warn("%u requests to switchsims unanswered at exit", am->num_reqs);
+    }
+    while (am->ops != NULL) {
+        aggmgr_op_t *op = am->ops;
+
+        am->ops = op->next;
+        aggmgr_op_free(op);
+    }
+    free(am->reqs);
+    am->reqs     = NULL;
+    am->num_reqs = am->cap_reqs = 0;
     while (am->num_conns > 0) {
         --am->num_conns;
         close(am->conns[am->num_conns].fd);

@@ -273,6 +273,7 @@ agg_status_t agg_msg_call(int fd, uint16_t type, const void *body, size_t len,
 {
     static uint32_t next_txid = 1;
     uint32_t txid = __atomic_fetch_add(&next_txid, 1, __ATOMIC_RELAXED);
+    int64_t end = agg_time_ms() + timeout_ms;
     agg_msg_hdr_t hdr;
     agg_status_t st;
 
@@ -280,9 +281,19 @@ agg_status_t agg_msg_call(int fd, uint16_t type, const void *body, size_t len,
     if (st != AGG_OK) {
         return st;
     }
-    st = agg_msg_recv(fd, &hdr, reply, cap, timeout_ms);
-    if (st != AGG_OK) {
-        return st;
+    for (;;) {
+        int left = (int)(end - agg_time_ms());
+
+        st = agg_msg_recv(fd, &hdr, reply, cap, left > 0 ? left : 1);
+        if (st != AGG_OK) {
+            return st;
+        }
+        if (hdr.txid == txid || (int32_t)(txid - hdr.txid) <= 0) {
+            break;
+        }
+        /* the answer to an earlier request this side gave up waiting for */
+        agg_info("dropped a late %s (txid %u) while waiting for txid %u",
+                 agg_msg_type_name(hdr.type), hdr.txid, txid);
     }
     if (hdr.txid != txid || (hdr.type != reply_type && hdr.type != AGG_MSG_ERROR_REPLY)) {
         agg_error("expected %s (txid %u), received %s (txid %u)",

@@ -128,6 +128,7 @@ const char *agg_msg_type_name(unsigned type)
         [AGG_MSG_STATS]                = "STATS",
         [AGG_MSG_STATS_REPLY]          = "STATS_REPLY",
         [AGG_MSG_ERROR_REPLY]          = "ERROR_REPLY",
+        [AGG_MSG_SIM_REPORT]           = "SIM_REPORT",
     };
 
     if (type >= AGG_MSG__MAX || names[type] == NULL) {

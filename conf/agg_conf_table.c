@@ -629,6 +629,21 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "Share, in percent, of each aggregation node's OSTs and "
                   "groups a job gets when it asks for the default quota.",
     },
+    [AGG_CONF_AM_SIM_TIMEOUT_MS] = {
+        .id     = AGG_CONF_AM_SIM_TIMEOUT_MS,
+        .key    = "am_sim_timeout_ms",
+        .env    = {"AGG_AM_SIM_TIMEOUT_MS", NULL},
+        .defval = "5000",
+        .type   = AGG_CONF_T_INT,
+        .min    = 100,
+        .max    = 600000,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .flags  = AGG_CONF_F_RELOADABLE,
+        .doc    = "Milliseconds the manager gives a switchsim to answer a "
+                  "request (lay out a group's part, tear it down, its "
+                  "counters) before the request fails; the manager serves "
+                  "everyone else meanwhile.",
+    },
     [AGG_CONF_AN_OSTS] = {
         .id     = AGG_CONF_AN_OSTS,
         .key    = "an_osts",

@@ -99,14 +99,16 @@ static int agg__info_stats(const agg_conf_t *conf)
     agg_wire_swap(&hrep, AGG_FMT_HELLO_REPLY, 1);
     printf("aggmgr at %s: pid %u, fabric of %u switches and %u host adapters\n", addr,
            hrep.mgr_pid, hrep.num_switches, hrep.num_cas);
+    /* aggmgr answers when every switchsim has, or its am_sim_timeout_ms is up */
     if (agg_msg_call(fd, AGG_MSG_STATS, NULL, 0, AGG_MSG_STATS_REPLY, &srep, sizeof(srep),
-                     &len, timeout) != AGG_OK) {
+                     &len, timeout + (int)agg_conf_int(conf, AGG_CONF_AM_SIM_TIMEOUT_MS)) !=
+        AGG_OK) {
         fprintf(stderr, "agg_info: no answer to the counters request\n");
         goto out;
     }
     if (len != sizeof(srep)) {
         agg_wire_swap(&srep, AGG_FMT_STATUS, 1);
-        printf("switchsim: none (%s)\n", agg_status_string(srep.status));
+        printf("switchsim counters: none (%s)\n", agg_status_string(srep.status));
         goto out;
     }
     agg_wire_swap(&srep, AGG_FMT_STATS_REPLY, 1);

@@ -138,6 +138,17 @@ static agg_status_t agg__reply_to_host(uint8_t *body, size_t len, uint32_t n)
 }
 
 /* Rank 0: GROUP_CREATE to aggmgr; *body gets the reply in host order. */
+/*
+ * aggmgr answers GROUP_CREATE once the switchsims have laid the group out
+ * (within its am_sim_timeout_ms, 5 s by default); a communicator's creation
+ * is a collective, and may wait what a collective may.
+ */
+static int agg__group_create_wait_ms(const agg_context_t *ctx)
+{
+    return ctx->alike.coll_timeout_ms > ctx->connect_timeout_ms ? ctx->alike.coll_timeout_ms :
+                                                                  ctx->connect_timeout_ms;
+}
+
 static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t *spec,
                                        uint8_t **body, size_t *body_len)
 {
@@ -180,7 +191,8 @@ static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t
     st = agg__am_connect(ctx);
     if (st == AGG_OK) {
         st = agg_msg_call(ctx->am_fd, AGG_MSG_GROUP_CREATE, req, req_len,
-                          AGG_MSG_GROUP_CREATE_REPLY, rep, cap, &len, ctx->connect_timeout_ms);
+                          AGG_MSG_GROUP_CREATE_REPLY, rep, cap, &len,
+                          agg__group_create_wait_ms(ctx));
     }
     agg__ctx_unlock(ctx);
     free(req);

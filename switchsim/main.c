@@ -187,6 +187,7 @@ int main(int argc, char **argv)
                 reaped_ms = agg_time_ms();
             }
         }
+        switchsim_ctl_report(&sim);
         if (poll(&pfd, 1, SWITCHSIM_REAP_MS) <= 0) {
             continue;
         }

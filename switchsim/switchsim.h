@@ -199,12 +199,21 @@ void switchsim_net_group_init(switchsim_t *sim, switchsim_group_t *g);
  */
 int switchsim_net_link(switchsim_t *sim, const char *addr);
 
+/*
+ * A link to another switchsim that broke since the last call: its address
+ * and why (then forgotten), 1; 0 when none did. Control thread only.
+ */
+int switchsim_net_broken(switchsim_t *sim, char *addr, size_t len, int32_t *why);
+
 /* Adds the data port thread's counters. */
 void switchsim_net_stats(switchsim_t *sim, agg_dp_counters_t *sum);
 
 /* ---- control link to aggmgr (switchsim_ctl.c) ---- */
 
 agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms);
+
+/* Tells aggmgr what it should know unasked (SIM_REPORT): links that broke. */
+void switchsim_ctl_report(switchsim_t *sim);
 
 /* Reads and answers one message from aggmgr. AGG_ERR_IO when it hung up. */
 agg_status_t switchsim_ctl_handle(switchsim_t *sim);

@@ -165,6 +165,24 @@ static agg_status_t switchsim__on_stats(switchsim_t *sim, uint32_t txid)
                         SWITCHSIM_CTL_TIMEOUT_MS);
 }
 
+void switchsim_ctl_report(switchsim_t *sim)
+{
+    agg_msg_sim_report_t rep;
+    int32_t why;
+
+    memset(&rep, 0, sizeof(rep));
+    while (switchsim_net_broken(sim, rep.addr, sizeof(rep.addr), &why)) {
+        rep.what   = AGG_SIM_REPORT_LINK_DOWN;
+        rep.status = why;
+        agg_wire_swap(&rep, AGG_FMT_SIM_REPORT, 1);
+        if (agg_msg_send(sim->am_fd, AGG_MSG_SIM_REPORT, 0, &rep, sizeof(rep),
+                         SWITCHSIM_CTL_TIMEOUT_MS) != AGG_OK) {
+            agg_warn("could not tell aggmgr that the link to %s broke", rep.addr);
+        }
+        memset(&rep, 0, sizeof(rep));
+    }
+}
+
 agg_status_t switchsim_ctl_handle(switchsim_t *sim)
 {
     static uint8_t body[AGG_WIRE_MAX_BODY];

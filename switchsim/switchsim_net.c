@@ -64,6 +64,7 @@ typedef struct switchsim_link {
     char            addr[AGG_WIRE_NAME_LEN];
     int             fd;         /* -1: broken (sends are dropped; the next group
                                    configured over it reconnects) */
+    int32_t         broke;      /* why it broke, until aggmgr is told; 0 none */
     pthread_mutex_t lock;
 } switchsim_link_t;
 
@@ -165,6 +166,26 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
     return AGG_OK;
 }
 
+int switchsim_net_broken(switchsim_t *sim, char *addr, size_t len, int32_t *why)
+{
+    switchsim_net_t *net = sim->net;
+    int i, found = 0;
+
+    for (i = 0; net != NULL && !found && i < net->num_links; ++i) {
+        switchsim_link_t *l = &net->links[i];
+
+        pthread_mutex_lock(&l->lock);
+        if (l->broke != 0) {
+            snprintf(addr, len, "%s", l->addr);
+            *why     = l->broke;
+            l->broke = 0;
+            found    = 1;
+        }
+        pthread_mutex_unlock(&l->lock);
+    }
+    return found;
+}
+
 /* Sends a message on a link to another switchsim; a broken link drops it. */
 static void switchsim__link_send(switchsim_net_t *net, int li, const agg_net_msg_t *m,
                                  const void *data)
@@ -179,7 +200,8 @@ static void switchsim__link_send(switchsim_net_t *net, int li, const agg_net_msg
             agg_error("link to switchsim %s broke (%s): groups across it time out until it "
                       "is made again", l->addr, agg_status_string(st));
             close(l->fd);
-            l->fd = -1;
+            l->fd    = -1;
+            l->broke = st; /* the control thread tells aggmgr */
         }
     }
     pthread_mutex_unlock(&l->lock);

@@ -69,9 +69,12 @@ for _ in $(seq 100); do
     python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break
     sleep 0.05
 done
-python3 - "$port" <<'PY'
+# the wire version these binaries speak: a wrong one is a different refusal
+WIRE=$(awk '/#define AGG_WIRE_VERSION/ {print $3}' "$(dirname "$0")/../../common/include/agg/wire.h")
+python3 - "$port" "$WIRE" <<'PY'
 import socket, struct, sys
 port = int(sys.argv[1])
+wire = int(sys.argv[2])
 
 def closed(s):
     s.settimeout(5)
@@ -85,11 +88,11 @@ s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"x" * 64)   # wrong magic
 assert closed(s), "aggmgr kept a connection that sent garbage"
 s = socket.create_connection(("127.0.0.1", port))
 # right magic, a length beyond the limit
-s.sendall(struct.pack(">IHHII", 0x4147474D, 4, 9, 1 << 30, 1))
+s.sendall(struct.pack(">IHHII", 0x4147474D, wire, 9, 1 << 30, 1))
 assert closed(s), "aggmgr kept a connection with an oversized length"
 s = socket.create_connection(("127.0.0.1", port))
 # JOB_CREATE with a short body
-s.sendall(struct.pack(">IHHII", 0x4147474D, 4, 9, 4, 2) + b"abcd")
+s.sendall(struct.pack(">IHHII", 0x4147474D, wire, 9, 4, 2) + b"abcd")
 s.settimeout(5)
 data = s.recv(100)
 hdr = struct.unpack(">IHHII", data[:16])
@@ -99,7 +102,7 @@ PY
 python3 -c "
 import socket, time
 s = socket.create_connection(('127.0.0.1', $port))
-s.sendall(b'AGGM\\x00\\x04')
+s.sendall(b'AGGM\\x00' + bytes([$WIRE]))
 time.sleep(6)
 " &
 slow=$!

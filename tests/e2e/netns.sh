@@ -10,6 +10,7 @@
 # collective right; each host sends its buffer about once per allreduce
 # (its interface's counters) where Open MPI's own algorithms send 1.5 times
 # it; a client without the secret is refused, and the aggmgr log says so;
+# with one switchsim stopped, aggmgr serves a job on the others meanwhile;
 # then the other layout: one switchsim on the head hosting every switch,
 # the ranks reaching it over TCP. Prints the bytes and times (what
 # docs/architecture.md quotes), and the TCP transport against raw socket
@@ -39,10 +40,12 @@ ip netns del "aggprobe$$"
 # and the figures not taken
 FIGURES=1
 SAT_COUNT=$((MAX_COUNT / 4))
+SIM_WAIT=6000 # ms aggmgr gives a switchsim (am_sim_timeout_ms): a job elsewhere runs meanwhile
 if [ -n "${SANITIZER_PRELOAD:-}" ]; then
     FIGURES=0
     SAT_COUNT=$((MAX_COUNT / 16))
     T=600
+    SIM_WAIT=20000
 fi
 
 ip_of() { echo "10.77.0.$(($1 + 2))"; }
@@ -109,7 +112,7 @@ stop_sims() {
     DAEMONS=("${keep[@]}")
 }
 
-bg_ns 0 env SHARP_COLL_LOG_LEVEL=3 "$BIN/aggmgr" --topology "$TOPO" --listen "$AM" --ready-fd 3 3>"$TMP/mgr.ready" \
+bg_ns 0 env SHARP_COLL_LOG_LEVEL=3 AGG_AM_SIM_TIMEOUT_MS=$SIM_WAIT "$BIN/aggmgr" --topology "$TOPO" --listen "$AM" --ready-fd 3 3>"$TMP/mgr.ready" \
     >"$TMP/mgr.log" 2>&1 &
 DAEMONS+=($!)
 for _ in $(seq 250); do grep -q : "$TMP/mgr.ready" && break; sleep 0.02; done
@@ -192,6 +195,30 @@ grep -q "refused" "$TMP/mgr.log" || { cat "$TMP/mgr.log"; fail "aggmgr did not l
 in_ns 2 "$BIN/agg_info" -S >"$TMP/stats.out" 2>&1 || { cat "$TMP/stats.out"; fail "agg_info with the secret refused"; }
 echo "counters of all five switchsims, through aggmgr:"
 grep -E "fragments_in|bytes_in|results_out|groups_total" "$TMP/stats.out"
+
+# aggmgr never waits on one switchsim: with the one of aggh2 stopped, a STATS
+# (asked of every switchsim) waits for it until am_sim_timeout_ms; meanwhile
+# a whole job on aggh1 (its leaf in its own switchsim) is served, start to end
+kill -STOP "${DAEMONS[2]}"
+in_ns 3 "$BIN/agg_info" -S >"$TMP/stalled.out" 2>&1 &
+stalled=$!
+sleep 0.5
+if ! in_ns 1 "$BIN/agg_hello" >"$TMP/hello.out" 2>&1; then
+    kill -CONT "${DAEMONS[2]}"
+    cat "$TMP/hello.out"
+    fail "a job on ${P}1 failed while the switchsim of ${P}2 was stopped"
+fi
+kill -0 $stalled 2>/dev/null ||
+    { kill -CONT "${DAEMONS[2]}"; cat "$TMP/stalled.out"; fail "STATS came back before the stopped switchsim's deadline"; }
+grep -q "Test Passed" "$TMP/hello.out" || { cat "$TMP/hello.out"; fail "agg_hello on ${P}1: no pass"; }
+wait $stalled && { cat "$TMP/stalled.out"; fail "STATS succeeded with a switchsim stopped"; }
+kill -CONT "${DAEMONS[2]}"
+grep -q "did not answer STATS" "$TMP/mgr.log" || { tail "$TMP/mgr.log"; fail "aggmgr did not say which switchsim was late"; }
+cat "$TMP/stalled.out"
+echo "a job on ${P}1 was served while a STATS waited on the stopped switchsim of ${P}2"
+# the late answer is dropped, and the switchsim answers the next one
+sleep 0.5
+in_ns 2 "$BIN/agg_info" -S >"$TMP/stats2.out" 2>&1 || { cat "$TMP/stats2.out"; fail "STATS after the switchsim went on"; }
 
 # layout B: one switchsim on the head hosts every switch; ranks reach it over TCP
 stop_sims

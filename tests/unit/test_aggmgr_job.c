@@ -42,7 +42,7 @@ typedef struct fake_config {
 } fake_config_t;
 
 typedef struct fake_sim {
-    const aggmgr_t     *am;           /* its fabric, to check GUIDs against */
+    aggmgr_t           *am;           /* its fabric, to check GUIDs against */
     int                 fd;           /* the manager's end: am->sims[0].fd */
     int                 peer;         /* the fake's end */
     pthread_t           thread;
@@ -51,6 +51,12 @@ typedef struct fake_sim {
     int32_t             llt_answer;   /* AGG_OK: an endpoint */
     int32_t             sat_answer;
     int                 status_only;  /* refuse with a bare agg_msg_status_t */
+    int                 hold;         /* keep requests unanswered until fake_release */
+    unsigned            num_held;
+    struct {
+        agg_msg_hdr_t hdr;
+        uint8_t      *body;
+    } held[FAKE_MAX_RECS];
     /* what it received */
     unsigned            num_configs;
     fake_config_t       configs[FAKE_MAX_RECS];
@@ -224,33 +230,82 @@ static void fake_on_teardown(fake_sim_t *fs, uint32_t txid, uint8_t *body, size_
     agg_msg_send(fs->peer, AGG_MSG_GROUP_TEARDOWN_REPLY, txid, &rep, sizeof(rep), 5000);
 }
 
+static void fake_handle(fake_sim_t *fs, const agg_msg_hdr_t *h, uint8_t *body);
+
 static void *fake_main(void *arg)
 {
     fake_sim_t *fs = arg;
     static uint8_t body[65536]; /* one fake at a time */
     agg_msg_hdr_t hdr;
-    agg_msg_status_t rep;
 
     /* ends when the manager's end is closed */
     while (agg_msg_recv(fs->peer, &hdr, body, sizeof(body), 60000) == AGG_OK) {
         pthread_mutex_lock(&fs->lock);
-        switch (hdr.type) {
-        case AGG_MSG_GROUP_CONFIG:
-            fake_on_config(fs, hdr.txid, body, hdr.length);
-            break;
-        case AGG_MSG_GROUP_TEARDOWN:
-            fake_on_teardown(fs, hdr.txid, body, hdr.length);
-            break;
-        default:
-            fake_bad(fs, "unexpected %s", agg_msg_type_name(hdr.type));
-            rep.status = AGG_ERR_PROTOCOL;
-            agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-            agg_msg_send(fs->peer, AGG_MSG_ERROR_REPLY, hdr.txid, &rep, sizeof(rep), 5000);
-            break;
+        if (fs->hold && fs->num_held < FAKE_MAX_RECS) {
+            fs->held[fs->num_held].hdr  = hdr;
+            fs->held[fs->num_held].body = malloc(hdr.length + 1u);
+            memcpy(fs->held[fs->num_held++].body, body, hdr.length);
+            pthread_mutex_unlock(&fs->lock);
+            continue;
         }
+        fake_handle(fs, &hdr, body);
         pthread_mutex_unlock(&fs->lock);
     }
     return NULL;
+}
+
+/* Answers what came while held: newest first when `backwards`. */
+static void fake_release(fake_sim_t *fs, int backwards)
+{
+    unsigned k, i;
+
+    pthread_mutex_lock(&fs->lock);
+    for (k = 0; k < fs->num_held; ++k) {
+        i = backwards ? fs->num_held - 1 - k : k;
+        fake_handle(fs, &fs->held[i].hdr, fs->held[i].body);
+        free(fs->held[i].body);
+    }
+    fs->num_held = 0;
+    fs->hold     = 0;
+    pthread_mutex_unlock(&fs->lock);
+}
+
+/* Requests held so far. */
+static unsigned fake_held(fake_sim_t *fs)
+{
+    unsigned n;
+
+    pthread_mutex_lock(&fs->lock);
+    n = fs->num_held;
+    pthread_mutex_unlock(&fs->lock);
+    return n;
+}
+
+static void fake_hold(fake_sim_t *fs)
+{
+    pthread_mutex_lock(&fs->lock);
+    fs->hold = 1;
+    pthread_mutex_unlock(&fs->lock);
+}
+
+static void fake_handle(fake_sim_t *fs, const agg_msg_hdr_t *h, uint8_t *body)
+{
+    agg_msg_status_t rep;
+
+    switch (h->type) {
+    case AGG_MSG_GROUP_CONFIG:
+        fake_on_config(fs, h->txid, body, h->length);
+        break;
+    case AGG_MSG_GROUP_TEARDOWN:
+        fake_on_teardown(fs, h->txid, body, h->length);
+        break;
+    default:
+        fake_bad(fs, "unexpected %s", agg_msg_type_name(h->type));
+        rep.status = AGG_ERR_PROTOCOL;
+        agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+        agg_msg_send(fs->peer, AGG_MSG_ERROR_REPLY, h->txid, &rep, sizeof(rep), 5000);
+        break;
+    }
 }
 
 static fake_sim_t *fake_start(aggmgr_t *am)
@@ -278,11 +333,18 @@ static fake_sim_t *fake_start(aggmgr_t *am)
     return fs;
 }
 
+/* Whatever aggmgr sent has been answered (teardowns go out unawaited). */
+static void fake_settle(fake_sim_t *fs)
+{
+    assert_int_equal(aggmgr_sims_settle(fs->am, 10000), 0);
+}
+
 /* Parts configured and not torn down. */
 static unsigned fake_live(fake_sim_t *fs)
 {
     unsigned k, n = 0;
 
+    fake_settle(fs);
     pthread_mutex_lock(&fs->lock);
     for (k = 0; k < fs->num_configs; ++k) {
         n += fs->configs[k].live != 0;
@@ -296,6 +358,7 @@ static unsigned fake_count(fake_sim_t *fs, uint32_t tree)
 {
     unsigned k, n = 0;
 
+    fake_settle(fs);
     pthread_mutex_lock(&fs->lock);
     for (k = 0; k < fs->num_configs; ++k) {
         n += fs->configs[k].cfg.tree == tree;
@@ -328,6 +391,7 @@ static int fake_torn_down(fake_sim_t *fs, uint32_t job_id, uint32_t group_id, ui
     unsigned k;
     int found = 0;
 
+    fake_settle(fs);
     pthread_mutex_lock(&fs->lock);
     for (k = 0; k < fs->num_teardowns; ++k) {
         found |= fs->teardowns[k].job_id == job_id && fs->teardowns[k].group_id == group_id &&
@@ -354,6 +418,9 @@ static void fake_stop(aggmgr_t *am, fake_sim_t *fs)
     }
     close(fs->fd);
     assert_int_equal(pthread_join(fs->thread, NULL), 0);
+    while (fs->num_held > 0) {
+        free(fs->held[--fs->num_held].body);
+    }
     close(fs->peer);
     pthread_mutex_destroy(&fs->lock);
     if (fs->errors != 0) {
@@ -456,13 +523,59 @@ static agg_msg_group_create_t group_req(uint32_t job_id, uint32_t n, uint32_t os
     return req;
 }
 
+typedef struct created {
+    int             done;
+    agg_status_t    status;
+    aggmgr_group_t *group;
+} created_t;
+
+static void created_cb(aggmgr_t *am, aggmgr_op_t *op)
+{
+    created_t *c = op->arg;
+
+    (void)am;
+    c->done++;
+    c->status = op->status;
+    c->group  = op->status == AGG_OK ? op->group : NULL;
+}
+
+/*
+ * What a client's GROUP_CREATE gets: aggmgr starts the group, the fake
+ * switchsim answers, aggmgr_sims_settle hands the answers over the way the
+ * event loop does; the operation ends exactly once.
+ */
+static agg_status_t group_create_req(aggmgr_t *am, int fd, const agg_msg_group_create_t *req,
+                                     const uint32_t *ranks, aggmgr_group_t **g)
+{
+    created_t c = {0};
+    aggmgr_op_t *op = aggmgr_op_new(AGGMGR_OP_GROUP_CREATE, created_cb, &c);
+    agg_status_t st;
+
+    assert_non_null(op);
+    *g = NULL;
+    st = aggmgr_group_create(am, fd, req, ranks, op);
+    if (st != AGG_INPROGRESS) {
+        aggmgr_op_free(op);
+        assert_int_not_equal(st, AGG_OK);
+        return st;
+    }
+    assert_int_equal(aggmgr_sims_settle(am, 10000), 0);
+    assert_int_equal(c.done, 1);
+    assert_null(am->ops);
+    if (c.status == AGG_OK) {
+        assert_non_null(c.group);
+        assert_null(c.group->op);
+        *g = c.group;
+    }
+    return c.status;
+}
+
 static agg_status_t group_create(aggmgr_t *am, int fd, uint32_t job_id, const uint32_t *ranks,
                                  uint32_t n, uint32_t flags, aggmgr_group_t **g)
 {
     agg_msg_group_create_t req = group_req(job_id, n, 0, flags);
 
-    *g = NULL;
-    return aggmgr_group_create(am, fd, &req, ranks, g);
+    return group_create_req(am, fd, &req, ranks, g);
 }
 
 static uint32_t used_osts(const aggmgr_t *am)
@@ -752,35 +865,35 @@ static void test_bad_requests(void **state)
     assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
     /* groups need a switchsim, a known job and members of the job */
     greq = group_req(rep.job_id, 2, 0, 0);
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_NO_SWITCHSIM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_NO_SWITCHSIM);
     fs = fake_start(am);
     greq.job_id = 999;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_NO_JOB);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_NO_JOB);
     greq.job_id = rep.job_id;
     ranks[1] = 7;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     ranks[1] = 0;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     ranks[1] = 1;
     greq.num_members = 0;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     greq.num_members = 3; /* the job has 2 ranks */
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     greq.num_members = 2;
     /* a group asking for more OSTs than the job holds */
     greq.osts = 100000;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_QUOTA);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_QUOTA);
     /* SAT chunks that are no size at all, not a multiple of 8, or too large */
     greq = group_req(rep.job_id, 2, 0, AGG_GROUP_F_SAT);
     greq.sat_payload = 0;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     greq.sat_payload = 4100;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     greq.sat_payload = (64u << 20) + 8;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     greq.sat_payload = 65536;
     greq.sat_osts    = 65;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g), AGG_ERR_INVALID_PARAM);
     /* none of them reached switchsim or took anything */
     assert_null(g);
     assert_int_equal(fake_count(fs, AGG_TREE_LLT) + fake_count(fs, AGG_TREE_SAT), 0);
@@ -891,7 +1004,7 @@ static void test_group_llt(void **state)
     assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
     job = find_job(am, rep.job_id);
     greq = group_req(rep.job_id, 4, 16, AGG_GROUP_F_REPRODUCIBLE);
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, all, &g1), AGG_OK);
+    assert_int_equal(group_create_req(am, 5, &greq, all, &g1), AGG_OK);
     assert_non_null(g1);
     assert_int_equal(g1->num_members, 4);
     assert_int_equal(g1->llt.status, AGG_OK);
@@ -965,13 +1078,13 @@ static void test_group_quota(void **state)
     assert_int_equal(group_create(am, 5, rep.job_id, ranks, 2, 0, &g[2]), AGG_ERR_QUOTA);
     assert_int_equal(fake_count(fs, AGG_TREE_LLT), before);
     greq = group_req(rep.job_id, 2, 4, 0);
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g[2]), AGG_OK);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g[2]), AGG_OK);
     /* three groups is the job's limit, whatever OSTs are left */
     greq.osts = 1;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g[3]), AGG_ERR_QUOTA);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g[3]), AGG_ERR_QUOTA);
     check_counts(am);
     assert_int_equal(aggmgr_group_destroy(am, rep.job_id, g[0]->id), AGG_OK);
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &g[3]), AGG_OK);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &g[3]), AGG_OK);
     check_counts(am);
     free_mgr_sim(am, fs);
 }
@@ -1003,11 +1116,11 @@ static void test_group_owners(void **state)
     greq = group_req(rep.job_id, 2, 0, 0);
     before = fake_count(fs, AGG_TREE_LLT);
     greq.job_key = 0x1234abcd5678ef01ull; /* one bit off */
-    assert_int_equal(aggmgr_group_create(am, 7, &greq, ranks, &g), AGG_ERR_AUTH);
+    assert_int_equal(group_create_req(am, 7, &greq, ranks, &g), AGG_ERR_AUTH);
     assert_null(g);
     assert_int_equal(fake_count(fs, AGG_TREE_LLT), before);
     greq.job_key = req.job_key;
-    assert_int_equal(aggmgr_group_create(am, 6, &greq, ranks, &mine), AGG_OK);
+    assert_int_equal(group_create_req(am, 6, &greq, ranks, &mine), AGG_OK);
     /* rank 1 runs on "elsewhere": it attaches over TCP to switchsim's data port */
     assert_int_equal(mine->llt.num_eps, 2);
     assert_int_equal(mine->llt.remote[0], 0);
@@ -1079,7 +1192,7 @@ static void test_group_sat(void **state)
     greq = group_req(rep.job_id, 4, 0, AGG_GROUP_F_SAT);
     greq.sat_payload = 262144;
     greq.sat_osts    = 3;
-    assert_int_equal(aggmgr_group_create(am, 5, &greq, ranks, &a), AGG_OK);
+    assert_int_equal(group_create_req(am, 5, &greq, ranks, &a), AGG_OK);
     assert_int_equal(a->llt.status, AGG_OK);
     assert_int_equal(a->sat.status, AGG_OK);
     assert_int_equal(a->sat.tree_id, rep.sat_tree_id);
@@ -1299,6 +1412,195 @@ static void test_sim_lost(void **state)
     free_mgr(am);
 }
 
+
+/* Starts a group and comes back at once; c sees how it ends. */
+static void start_group(aggmgr_t *am, int fd, uint32_t job_id, const uint32_t *ranks, uint32_t n,
+                        uint32_t flags, created_t *c)
+{
+    agg_msg_group_create_t req = group_req(job_id, n, 0, flags);
+    aggmgr_op_t *op = aggmgr_op_new(AGGMGR_OP_GROUP_CREATE, created_cb, c);
+
+    assert_non_null(op);
+    memset(c, 0, sizeof(*c));
+    assert_int_equal(aggmgr_group_create(am, fd, &req, ranks, op), AGG_INPROGRESS);
+}
+
+/* Until the fake holds `n` requests (it reads them in its own thread). */
+static void wait_held(fake_sim_t *fs, unsigned n)
+{
+    int i;
+
+    for (i = 0; i < 5000 && fake_held(fs) < n; ++i) {
+        usleep(1000);
+    }
+    assert_int_equal(fake_held(fs), n);
+}
+
+/*
+ * aggmgr never waits on a switchsim: two groups are started while the
+ * switchsim keeps its answers, both hold their quota meanwhile, and the
+ * answers come newest first, each finding its own group by its txid.
+ */
+static void test_group_answers_any_order(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(4, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[4] = {0, 1, 2, 3};
+    created_t a, b;
+    aggmgr_job_t *job;
+
+    (void)state;
+    req.flags = AGG_JOB_F_SAT;
+    assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
+    job = find_job(am, rep.job_id);
+    fake_hold(fs);
+    start_group(am, 5, rep.job_id, ranks, 4, AGG_GROUP_F_SAT, &a);
+    start_group(am, 5, rep.job_id, ranks + 2, 2, 0, &b);
+    assert_int_equal(a.done + b.done, 0);
+    assert_int_equal(job->num_groups, 2); /* their quota is taken while they are laid out */
+    assert_int_equal(am->num_reqs, 2);
+    assert_int_equal(aggmgr_sims_settle(am, 50), -1); /* nothing answered: nothing ends */
+    assert_int_equal(a.done + b.done, 0);
+    wait_held(fs, 2);
+    fake_release(fs, 1);
+    assert_int_equal(aggmgr_sims_settle(am, 10000), 0); /* a's SAT part goes out on the way */
+    assert_int_equal(a.done, 1);
+    assert_int_equal(b.done, 1);
+    assert_int_equal(a.status, AGG_OK);
+    assert_int_equal(b.status, AGG_OK);
+    assert_int_equal(a.group->sat.status, AGG_OK);
+    assert_int_equal(b.group->sat.status, AGG_ERR_SAT_UNAVAILABLE);
+    assert_int_equal(a.group->llt.num_eps, 1);
+    assert_int_equal(b.group->num_members, 2);
+    assert_int_equal(fake_live(fs), 3); /* a's LLT and SAT parts, b's LLT part */
+    assert_null(am->ops);
+    check_counts(am);
+    free_mgr_sim(am, fs);
+}
+
+/*
+ * The group's creator goes while its switchsim lays it out: the job goes at
+ * once, the answer that comes later finds no group and is undone.
+ */
+static void test_group_gone_while_laid_out(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(4, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[4] = {0, 1, 2, 3};
+    created_t a;
+
+    (void)state;
+    assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
+    fake_hold(fs);
+    start_group(am, 5, rep.job_id, ranks, 4, 0, &a);
+    wait_held(fs, 1);
+    aggmgr_conn_release(am, 5);
+    assert_int_equal(am->num_jobs, 0);
+    fake_release(fs, 0);
+    assert_int_equal(aggmgr_sims_settle(am, 10000), 0);
+    assert_int_equal(a.done, 1);
+    assert_int_equal(a.status, AGG_ERR_NO_JOB);
+    assert_int_equal(fake_live(fs), 0); /* laid out, then torn down */
+    assert_true(fake_torn_down(fs, rep.job_id, 1, AGG_TREE_LLT));
+    assert_null(am->ops);
+    check_counts(am);
+    free_mgr_sim(am, fs);
+}
+
+/* The switchsim goes while it lays a group out: the group fails at once. */
+static void test_group_sim_lost_while_laid_out(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(4, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[4] = {0, 1, 2, 3};
+    created_t a;
+
+    (void)state;
+    assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
+    fake_hold(fs);
+    start_group(am, 5, rep.job_id, ranks, 4, 0, &a);
+    aggmgr_sim_lost(am, 0);
+    assert_int_equal(a.done, 1);
+    assert_int_equal(a.status, AGG_ERR_NO_SWITCHSIM);
+    assert_int_equal(am->num_reqs, 0);
+    assert_null(am->ops);
+    assert_int_equal(find_job(am, rep.job_id)->num_groups, 0);
+    check_counts(am);
+    fake_stop(am, fs);
+    free_mgr(am);
+}
+
+/*
+ * A switchsim that does not answer in time fails the group; when its answer
+ * comes after all, the part it laid out is torn down.
+ */
+static void test_group_sim_timeout(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(4, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[4] = {0, 1, 2, 3};
+    created_t a;
+
+    (void)state;
+    assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
+    fake_hold(fs);
+    /* past the deadline: the group fails, a teardown follows its request */
+    assert_int_equal(agg_conf_set(&am->conf, AGG_CONF_AM_SIM_TIMEOUT_MS, "300",
+                                  AGG_CONF_SRC_CMDLINE, "test", NULL, 0), AGG_OK);
+    start_group(am, 5, rep.job_id, ranks, 4, 0, &a);
+    /* the GROUP_CONFIG times out, then the GROUP_TEARDOWN sent after it */
+    assert_int_equal(aggmgr_sims_settle(am, 3000), 0);
+    assert_int_equal(a.done, 1);
+    assert_int_equal(a.status, AGG_ERR_TIMEOUT);
+    assert_int_equal(find_job(am, rep.job_id)->num_groups, 0);
+    wait_held(fs, 2);
+    fake_release(fs, 0); /* laid out late, then torn down; aggmgr drops both answers */
+    assert_int_equal(fake_live(fs), 0);
+    assert_null(am->ops);
+    check_counts(am);
+    free_mgr_sim(am, fs);
+}
+
+/* What a switchsim says unasked: a link that broke is counted; a malformed report is refused. */
+static void test_sim_report(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_sim_report_t r = {.what = AGG_SIM_REPORT_LINK_DOWN, .status = AGG_ERR_IO};
+    agg_msg_hdr_t hdr = {.type = AGG_MSG_SIM_REPORT, .length = sizeof(r), .txid = 0};
+    uint8_t body[sizeof(r) + 8];
+    char list[64];
+
+    (void)state;
+    snprintf(r.addr, sizeof(r.addr), "%s", "10.9.0.3:7300");
+    memcpy(body, &r, sizeof(r));
+    agg_wire_swap(body, AGG_FMT_SIM_REPORT, 1);
+    assert_int_equal(aggmgr_sim_message(am, 0, &hdr, body), AGG_OK);
+    assert_int_equal(am->sims[0].reports, 1);
+    hdr.length = sizeof(r) - 1;
+    assert_int_equal(aggmgr_sim_message(am, 0, &hdr, body), AGG_ERR_PROTOCOL);
+    hdr.length = sizeof(r);
+    hdr.txid   = 7; /* a report answers nothing */
+    assert_int_equal(aggmgr_sim_message(am, 0, &hdr, body), AGG_ERR_PROTOCOL);
+    /* an answer to nothing asked is refused; one to a request given up on is dropped */
+    hdr.type = AGG_MSG_HELLO;
+    assert_int_equal(aggmgr_sim_message(am, 0, &hdr, body), AGG_ERR_PROTOCOL);
+    hdr.type = AGG_MSG_GROUP_CONFIG_REPLY;
+    assert_int_equal(aggmgr_sim_message(am, 0, &hdr, body), AGG_OK);
+    assert_int_equal(am->sims[0].reports, 1);
+    assert_int_equal(aggmgr_groups_across(am, 0, 0, list, sizeof(list)), 0);
+    assert_string_equal(list, "");
+    free_mgr_sim(am, fs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1319,6 +1621,11 @@ int main(void)
         cmocka_unit_test(test_group_sat_no_sat_tree),
         cmocka_unit_test(test_group_sat_refused),
         cmocka_unit_test(test_sim_lost),
+        cmocka_unit_test(test_group_answers_any_order),
+        cmocka_unit_test(test_group_gone_while_laid_out),
+        cmocka_unit_test(test_group_sim_lost_while_laid_out),
+        cmocka_unit_test(test_group_sim_timeout),
+        cmocka_unit_test(test_sim_report),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

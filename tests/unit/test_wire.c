@@ -126,6 +126,11 @@ DEFINE_LAYOUT(group_config, agg_msg_group_config_t, 48, GROUP_CONFIG_LAYOUT)
     X(agg_wire_port_t, addr, 16, 64)
 DEFINE_LAYOUT(port, agg_wire_port_t, 80, PORT_LAYOUT)
 
+#define SIM_REPORT_LAYOUT(X)                                                   \
+    X(agg_msg_sim_report_t, what, 0, 4) X(agg_msg_sim_report_t, status, 4, 4)  \
+    X(agg_msg_sim_report_t, addr, 8, 64)
+DEFINE_LAYOUT(sim_report, agg_msg_sim_report_t, 72, SIM_REPORT_LAYOUT)
+
 #define TREE_NODE_LAYOUT(X)                                                    \
     X(agg_wire_tree_node_t, guid, 0, 8)                                        \
     X(agg_wire_tree_node_t, parent, 8, 4)                                      \
@@ -437,6 +442,7 @@ static const struct_pin_t structs[] = {
     STRUCT(endpoint, agg_wire_endpoint_t, 136, AGG_FMT_ENDPOINT),
     STRUCT(group_config, agg_msg_group_config_t, 48, AGG_FMT_GROUP_CONFIG),
     STRUCT(port, agg_wire_port_t, 80, AGG_FMT_PORT),
+    STRUCT(sim_report, agg_msg_sim_report_t, 72, AGG_FMT_SIM_REPORT),
     STRUCT(tree_node, agg_wire_tree_node_t, 16, AGG_FMT_TREE_NODE),
     STRUCT(member, agg_wire_member_t, 8, AGG_FMT_MEMBER),
     STRUCT(group_config_reply, agg_msg_group_config_reply_t, 152,
@@ -467,7 +473,7 @@ static const struct_pin_t structs[] = {
 #define NUM_STRUCTS (sizeof(structs) / sizeof(structs[0]))
 
 /* Rows above with a format: one per AGG_FMT_* in agg/wire.h. */
-#define NUM_FORMATS 22
+#define NUM_FORMATS 23
 
 #define MAX_FIELDS 32 /* the most fields a pinned struct has, rounded up */
 
@@ -475,9 +481,10 @@ static const struct_pin_t structs[] = {
 
 /* Numbers both ends agree on: magics, versions, lengths, enum values, flag bits. */
 #define CONSTANTS(X)                                                           \
-    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 4)                       \
+    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 5)                       \
     X(AGG_WIRE_MAX_BODY, 1048576) X(AGG_WIRE_NAME_LEN, 64)                     \
     X(AGG_WIRE_EP_ADDR_LEN, 128)                                               \
+    X(AGG_SIM_REPORT_LINK_DOWN, 1)                                             \
     X(AGG_PEER_CLIENT, 1) X(AGG_PEER_SIM, 2) X(AGG_PEER_TOOL, 3)               \
     X(AGG_TL_SHM, 1) X(AGG_TL_TCP, 2)                                          \
     X(AGG_TREE_LLT, 0) X(AGG_TREE_SAT, 1)                                      \
@@ -555,11 +562,11 @@ typedef struct type_pin {
     X(GROUP_TEARDOWN_REPLY, 8) X(JOB_CREATE, 9) X(JOB_CREATE_REPLY, 10)        \
     X(JOB_DESTROY, 11) X(JOB_DESTROY_REPLY, 12) X(GROUP_CREATE, 13)            \
     X(GROUP_CREATE_REPLY, 14) X(GROUP_DESTROY, 15) X(GROUP_DESTROY_REPLY, 16)  \
-    X(STATS, 17) X(STATS_REPLY, 18) X(ERROR_REPLY, 19)
+    X(STATS, 17) X(STATS_REPLY, 18) X(ERROR_REPLY, 19) X(SIM_REPORT, 20)
 
 #define TYPE_STATIC(_t, _v) _Static_assert(AGG_MSG_##_t == (_v), "AGG_MSG_" #_t);
 MSG_TYPES(TYPE_STATIC)
-_Static_assert(AGG_MSG__MAX == 20, "AGG_MSG__MAX");
+_Static_assert(AGG_MSG__MAX == 21, "AGG_MSG__MAX");
 
 static const type_pin_t msg_types[] = {MSG_TYPES(TYPE)};
 
@@ -692,7 +699,7 @@ static void test_constants(void **state)
                      msg_types[i].want);
         }
     }
-    assert_int_equal(AGG_MSG__MAX, 20);
+    assert_int_equal(AGG_MSG__MAX, 21);
 }
 
 /* ---- 2. format strings ---------------------------------------------- */
@@ -774,7 +781,7 @@ static void test_formats_match_structs(void **state)
 static void test_hdr_encode_bytes(void **state)
 {
     static const uint8_t want[16] = {0x41, 0x47, 0x47, 0x4d, /* "AGGM" */
-                                     0x00, 0x04,             /* version */
+                                     0x00, 0x05,             /* version */
                                      0x00, 0x09,             /* JOB_CREATE */
                                      0x01, 0x02, 0x03, 0x04, /* length */
                                      0xa1, 0xb2, 0xc3, 0xd4}; /* txid */
@@ -982,7 +989,8 @@ static void test_hdr_decode_checks(void **state)
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 1, 0), AGG_ERR_VERSION); /* a version 1 peer */
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 2, 0), AGG_ERR_VERSION); /* before shared_adapters */
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 3, 0), AGG_ERR_VERSION); /* before TCP members */
-    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 5, 0), AGG_ERR_VERSION);
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 4, 0), AGG_ERR_VERSION); /* before SIM_REPORT */
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 6, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0x0100, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(0, AGG_WIRE_VERSION, 0), AGG_ERR_PROTOCOL);
     /* a host-order (unswapped) magic is not accepted */
@@ -999,7 +1007,7 @@ static void test_hdr_decode_checks(void **state)
 
 static void test_msg_roundtrip(void **state)
 {
-    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x04, 0x00, 0x01,
+    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x05, 0x00, 0x01,
                                          0x00, 0x00, 0x00, 0x48, 0x00, 0x00, 0x00, 0x4d};
     agg_msg_hello_t hello = {.kind = AGG_PEER_SIM, .pid = 31337}, got;
     agg_msg_hdr_t hdr;

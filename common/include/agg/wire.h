@@ -24,7 +24,7 @@
 #include "agg/status.h"
 
 #define AGG_WIRE_MAGIC    0x4147474du /* "AGGM" */
-#define AGG_WIRE_VERSION  4
+#define AGG_WIRE_VERSION  5
 #define AGG_WIRE_MAX_BODY (1u << 20)   /* larger bodies are a protocol error */
 #define AGG_WIRE_NAME_LEN 64
 
@@ -48,6 +48,7 @@ typedef enum agg_msg_type {
     AGG_MSG_STATS              = 17, /* any -> switchsim via mgr: counters */
     AGG_MSG_STATS_REPLY        = 18,
     AGG_MSG_ERROR_REPLY        = 19, /* a request that could not be parsed */
+    AGG_MSG_SIM_REPORT         = 20, /* switchsim -> mgr on its own: txid 0, no reply */
     AGG_MSG__MAX
 } agg_msg_type_t;
 
@@ -187,6 +188,15 @@ typedef struct agg_msg_group_config_reply {
     agg_wire_endpoint_t endpoint; /* where the members attach */
 } agg_msg_group_config_reply_t;
 
+/* agg_msg_sim_report_t.what */
+#define AGG_SIM_REPORT_LINK_DOWN 1u /* its data link to the switchsim at `addr` broke */
+
+typedef struct agg_msg_sim_report {
+    uint32_t what;
+    int32_t  status;             /* why */
+    char     addr[AGG_WIRE_NAME_LEN];
+} agg_msg_sim_report_t;
+
 typedef struct agg_msg_group_ref {
     uint32_t job_id;
     uint32_t group_id;
@@ -319,6 +329,7 @@ typedef struct agg_msg_stats_reply {
 #define AGG_FMT_GROUP_CONFIG       "llllllllllq"
 #define AGG_FMT_TREE_NODE          "qll"
 #define AGG_FMT_PORT               "lllls"
+#define AGG_FMT_SIM_REPORT         "lls"
 #define AGG_FMT_MEMBER             "ll"
 #define AGG_FMT_GROUP_CONFIG_REPLY "llllllss"
 #define AGG_FMT_GROUP_REF          "llll"

@@ -61,6 +61,7 @@ typedef enum agg_conf_id {
     AGG_CONF_AM_FAT_TREE_HOSTS_PER_LEAF,
     AGG_CONF_AM_MAX_JOBS,
     AGG_CONF_AM_LLT_QUOTA_PERCENT, /* share of each AN a job gets by default */
+    AGG_CONF_AM_SIM_TIMEOUT_MS,    /* how long aggmgr waits for a switchsim's answer */
     AGG_CONF_AN_OSTS,              /* OSTs per aggregation node */
     AGG_CONF_AN_PAYLOAD_PER_OST,   /* default (and largest) payload per OST of an AN */
     AGG_CONF_AN_MAX_GROUPS,        /* groups per aggregation node */

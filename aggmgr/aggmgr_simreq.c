@@ -1,0 +1,387 @@
+/*
+ * Requests to switchsims without waiting for them. Each goes out with a
+ * txid of its own and is recorded with what it is about and the operation
+ * (a client's request) that waits for it; the event loop hands the answers
+ * back as they come, in any order and from any switchsim, and fails what is
+ * not answered in time. A client's request is answered when the last of its
+ * operation's requests is; the loop serves everyone else meanwhile.
+ */
+#include "aggmgr.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agg/log.h"
+#include "agg/sock.h"
+
+aggmgr_op_t *aggmgr_op_new(aggmgr_op_kind_t kind, aggmgr_op_done_t done, void *arg)
+{
+    aggmgr_op_t *op = calloc(1, sizeof(*op));
+
+    if (op != NULL) {
+        op->kind      = kind;
+        op->done      = done;
+        op->arg       = arg;
+        op->client_fd = -1;
+    }
+    return op;
+}
+
+void aggmgr_op_free(aggmgr_op_t *op)
+{
+    if (op != NULL) {
+        free(op->sel);
+    }
+    free(op);
+}
+
+static void aggmgr__op_unlink(aggmgr_t *am, aggmgr_op_t *op)
+{
+    aggmgr_op_t **pp;
+
+    for (pp = &am->ops; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == op) {
+            *pp = op->next;
+            return;
+        }
+    }
+}
+
+/* Nothing in flight for op any more: its next step, or its end. */
+static void aggmgr__op_check(aggmgr_t *am, aggmgr_op_t *op)
+{
+    if (op->pending > 0) {
+        return;
+    }
+    if (op->kind == AGGMGR_OP_GROUP_CREATE) {
+        aggmgr_group_step(am, op); /* may send the SAT part's requests */
+        if (op->pending > 0) {
+            return;
+        }
+    }
+    aggmgr__op_unlink(am, op);
+    op->done(am, op);
+    aggmgr_op_free(op);
+}
+
+void aggmgr_op_start(aggmgr_t *am, aggmgr_op_t *op)
+{
+    op->next = am->ops;
+    am->ops  = op;
+    aggmgr__op_check(am, op);
+}
+
+static uint16_t aggmgr__reply_type(uint16_t type)
+{
+    switch (type) {
+    case AGG_MSG_GROUP_CONFIG:
+        return AGG_MSG_GROUP_CONFIG_REPLY;
+    case AGG_MSG_GROUP_TEARDOWN:
+        return AGG_MSG_GROUP_TEARDOWN_REPLY;
+    case AGG_MSG_STATS:
+        return AGG_MSG_STATS_REPLY;
+    default:
+        return 0;
+    }
+}
+
+agg_status_t aggmgr_sim_request(aggmgr_t *am, int sim, uint16_t type, const void *body,
+                                size_t len, aggmgr_op_t *op, const aggmgr_simreq_t *what)
+{
+    aggmgr_simreq_t *r;
+    agg_status_t st;
+    int64_t deadline;
+    uint32_t txid;
+
+    if (sim < 0 || sim >= am->num_sims || am->sims[sim].fd < 0) {
+        return AGG_ERR_NO_SWITCHSIM;
+    }
+    if (am->num_reqs == am->cap_reqs) {
+        uint32_t cap = am->cap_reqs ? 2 * am->cap_reqs : 64;
+        aggmgr_simreq_t *reqs = realloc(am->reqs, cap * sizeof(*reqs));
+
+        if (reqs == NULL) {
+            return AGG_ERR_NO_MEMORY;
+        }
+        am->reqs     = reqs;
+        am->cap_reqs = cap;
+    }
+    do {
+        txid = ++am->next_txid;
+    } while (txid == 0); /* 0 is a message nobody asked for */
+    /* the socket takes a request whole; only a switchsim that stopped reading
+       can hold this up, for at most the I/O timeout */
+    st = agg_msg_send(am->sims[sim].fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
+    if (st != AGG_OK) {
+        agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(type), am->sims[sim].id,
+                  agg_status_string(st));
+        return st;
+    }
+    deadline = agg_time_ms() + agg_conf_int(&am->conf, AGG_CONF_AM_SIM_TIMEOUT_MS);
+    if (op != NULL) {
+        if (op->deadline_ms == 0) {
+            op->deadline_ms = deadline;
+        }
+        deadline = op->deadline_ms;
+    }
+    r  = &am->reqs[am->num_reqs++];
+    *r = (aggmgr_simreq_t){
+        .txid = txid, .sim = sim, .type = type, .deadline_ms = deadline, .op = op,
+    };
+    if (what != NULL) {
+        r->job_id   = what->job_id;
+        r->group_id = what->group_id;
+        r->tree     = what->tree;
+        r->part     = what->part;
+    }
+    if (op != NULL) {
+        op->pending++;
+    }
+    return AGG_OK;
+}
+
+/* The outcome of request `req` (already out of the table): st, and the body. */
+static void aggmgr__req_done(aggmgr_t *am, aggmgr_simreq_t req, agg_status_t st,
+                             void *body, size_t len)
+{
+    const aggmgr_sim_t *s = &am->sims[req.sim];
+
+    switch (req.type) {
+    case AGG_MSG_GROUP_CONFIG: {
+        agg_msg_group_config_reply_t rep = {0};
+
+        if (st == AGG_OK) {
+            memcpy(&rep, body, len < sizeof(rep) ? len : sizeof(rep));
+            st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_GROUP_CONFIG_REPLY);
+        }
+        aggmgr_group_config_reply(am, &req, st, &rep);
+        break;
+    }
+    case AGG_MSG_GROUP_TEARDOWN: {
+        agg_msg_status_t rep = {0};
+
+        if (st == AGG_OK && len != sizeof(rep)) {
+            st = AGG_ERR_PROTOCOL;
+        } else if (st == AGG_OK) {
+            memcpy(&rep, body, sizeof(rep));
+            agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+            st = (agg_status_t)rep.status;
+        }
+        if (st != AGG_OK) {
+            agg_warn("switchsim %u did not tear down part %u of group %u: %s", s->id, req.part,
+                     req.group_id, agg_status_string(st));
+        }
+        break;
+    }
+    case AGG_MSG_STATS: {
+        agg_msg_stats_reply_t rep = {0}, *sum;
+
+        if (st == AGG_OK) {
+            memcpy(&rep, body, len < sizeof(rep) ? len : sizeof(rep));
+            st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_STATS_REPLY);
+        }
+        if (st != AGG_OK || req.op == NULL) {
+            break;
+        }
+        sum = &req.op->stats;
+        sum->groups += rep.groups;
+        sum->fragments_in += rep.fragments_in;
+        sum->fragments_reduced += rep.fragments_reduced;
+        sum->results_out += rep.results_out;
+        sum->bytes_in += rep.bytes_in;
+        sum->errors += rep.errors;
+        sum->groups_total += rep.groups_total;
+        sum->llt_fragments_in += rep.llt_fragments_in;
+        sum->sat_chunks_in += rep.sat_chunks_in;
+        sum->sat_bytes_in += rep.sat_bytes_in;
+        sum->duplicates += rep.duplicates;
+        sum->locks_granted += rep.locks_granted;
+        sum->locks_busy += rep.locks_busy;
+        sum->zcopy_bytes += rep.zcopy_bytes;
+        sum->sat_groups += rep.sat_groups;
+        sum->workers += rep.workers;
+        break;
+    }
+    default:
+        break;
+    }
+    if (req.op != NULL) {
+        if (st != AGG_OK && req.op->status == AGG_OK) {
+            req.op->status = st;
+        }
+        req.op->pending--;
+        aggmgr__op_check(am, req.op);
+    }
+}
+
+static aggmgr_simreq_t aggmgr__req_take(aggmgr_t *am, uint32_t i)
+{
+    aggmgr_simreq_t req = am->reqs[i];
+
+    am->reqs[i] = am->reqs[--am->num_reqs];
+    return req;
+}
+
+/* What a switchsim says unasked: logged where the operator looks, with the groups it hits. */
+static agg_status_t aggmgr__sim_report(aggmgr_t *am, int sim, const agg_msg_hdr_t *hdr,
+                                       uint8_t *body)
+{
+    aggmgr_sim_t *s = &am->sims[sim];
+    agg_msg_sim_report_t rep;
+    char groups[256] = "";
+    unsigned n = 0;
+    int peer;
+
+    if (hdr->length != sizeof(rep) || hdr->txid != 0) {
+        agg_warn("switchsim %u: malformed SIM_REPORT (%u bytes, txid %u)", s->id, hdr->length,
+                 hdr->txid);
+        return AGG_ERR_PROTOCOL;
+    }
+    memcpy(&rep, body, sizeof(rep));
+    agg_wire_swap(&rep, AGG_FMT_SIM_REPORT, 1);
+    rep.addr[sizeof(rep.addr) - 1] = '\0';
+    if (rep.what != AGG_SIM_REPORT_LINK_DOWN) {
+        agg_warn("switchsim %u: SIM_REPORT of an unknown kind (%u) ignored", s->id, rep.what);
+        return AGG_OK; /* a newer switchsim's news: not a reason to drop it */
+    }
+    s->reports++;
+    for (peer = 0; peer < am->num_sims; ++peer) {
+        if (peer != sim && am->sims[peer].fd >= 0 &&
+            strcmp(am->sims[peer].data_addr, rep.addr) == 0) {
+            n = aggmgr_groups_across(am, sim, peer, groups, sizeof(groups));
+            break;
+        }
+    }
+    agg_error("switchsim %u (%s) reports its link to %s%s broke: %s; %u groups across it "
+              "(job/group: %s) time out until a new group remakes it", s->id, s->host,
+              rep.addr, peer < am->num_sims ? "" : " (no registered switchsim)",
+              agg_status_string((agg_status_t)rep.status), n, n ? groups : "none");
+    return AGG_OK;
+}
+
+agg_status_t aggmgr_sim_message(aggmgr_t *am, int sim, const agg_msg_hdr_t *hdr,
+                                uint8_t *body)
+{
+    uint32_t i;
+
+    if (hdr->type == AGG_MSG_SIM_REPORT) {
+        return aggmgr__sim_report(am, sim, hdr, body);
+    }
+    for (i = 0; i < am->num_reqs; ++i) {
+        const aggmgr_simreq_t *r = &am->reqs[i];
+
+        if (r->sim != sim || r->txid != hdr->txid) {
+            continue;
+        }
+        if (hdr->type != aggmgr__reply_type(r->type) && hdr->type != AGG_MSG_ERROR_REPLY) {
+            agg_warn("switchsim %u answered %s with %s", am->sims[sim].id,
+                     agg_msg_type_name(r->type), agg_msg_type_name(hdr->type));
+            return AGG_ERR_PROTOCOL;
+        }
+        aggmgr__req_done(am, aggmgr__req_take(am, i), AGG_OK, body, hdr->length);
+        return AGG_OK;
+    }
+    if (hdr->type == AGG_MSG_GROUP_CONFIG_REPLY || hdr->type == AGG_MSG_GROUP_TEARDOWN_REPLY ||
+        hdr->type == AGG_MSG_STATS_REPLY || hdr->type == AGG_MSG_ERROR_REPLY) {
+        /* the answer to a request that timed out: it was dealt with then */
+        agg_info("switchsim %u: late %s (txid %u) dropped", am->sims[sim].id,
+                 agg_msg_type_name(hdr->type), hdr->txid);
+        return AGG_OK;
+    }
+    agg_warn("switchsim %u sent %s, which is not an answer to anything", am->sims[sim].id,
+             agg_msg_type_name(hdr->type));
+    return AGG_ERR_PROTOCOL;
+}
+
+int aggmgr_sims_expire(aggmgr_t *am)
+{
+    int64_t now = agg_time_ms(), next = -1;
+    uint32_t i = 0;
+
+    while (i < am->num_reqs) {
+        const aggmgr_simreq_t *r = &am->reqs[i];
+
+        if (r->deadline_ms > now) {
+            if (next < 0 || r->deadline_ms - now < next) {
+                next = r->deadline_ms - now;
+            }
+            ++i;
+            continue;
+        }
+        agg_error("switchsim %u did not answer %s (txid %u) in time (am_sim_timeout_ms "
+                  "%lld for a request and all that follow from it)", am->sims[r->sim].id, agg_msg_type_name(r->type),
+                  r->txid, (long long)agg_conf_int(&am->conf, AGG_CONF_AM_SIM_TIMEOUT_MS));
+        aggmgr__req_done(am, aggmgr__req_take(am, i), AGG_ERR_TIMEOUT, NULL, 0);
+        i = 0; /* finishing an operation may have changed the table */
+        now = agg_time_ms();
+        next = -1;
+    }
+    return (int)next;
+}
+
+void aggmgr_sim_fail_all(aggmgr_t *am, int sim, agg_status_t st)
+{
+    uint32_t i = 0;
+
+    while (i < am->num_reqs) {
+        if (am->reqs[i].sim != sim) {
+            ++i;
+            continue;
+        }
+        aggmgr__req_done(am, aggmgr__req_take(am, i), st, NULL, 0);
+        i = 0;
+    }
+}
+
+void aggmgr_ops_forget_client(aggmgr_t *am, int fd)
+{
+    aggmgr_op_t *op;
+
+    for (op = am->ops; op != NULL; op = op->next) {
+        if (op->client_fd == fd) {
+            op->client_fd = -1;
+        }
+    }
+}
+
+int aggmgr_sims_settle(aggmgr_t *am, int timeout_ms)
+{
+    int64_t end = agg_time_ms() + timeout_ms;
+    static uint8_t body[65536]; /* replies to aggmgr's requests are small */
+
+    while (am->num_reqs > 0) {
+        struct pollfd pfds[AGGMGR_MAX_SIMS];
+        int n = 0, i, left = (int)(end - agg_time_ms()), next = aggmgr_sims_expire(am);
+
+        if (am->num_reqs == 0) {
+            break;
+        }
+        if (left <= 0) {
+            return -1;
+        }
+        for (i = 0; i < am->num_sims; ++i) {
+            pfds[i].fd     = am->sims[i].fd;
+            pfds[i].events = POLLIN;
+            n              = i + 1;
+        }
+        if (poll(pfds, (nfds_t)n, next >= 0 && next < left ? next : left) < 0 &&
+            errno != EINTR) {
+            return -1;
+        }
+        for (i = 0; i < n; ++i) {
+            agg_msg_hdr_t hdr;
+
+            if (pfds[i].fd < 0 || !(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+                continue;
+            }
+            if (agg_msg_recv(pfds[i].fd, &hdr, body, sizeof(body), AGGMGR_IO_TIMEOUT_MS) !=
+                    AGG_OK ||
+                aggmgr_sim_message(am, i, &hdr, body) != AGG_OK) {
+                aggmgr_sim_lost(am, i);
+            }
+        }
+    }
+    return 0;
+}
