@@ -90,6 +90,7 @@ export AGG_AM_SECRET
 AGG_AM_SECRET=$(head -c 24 /dev/urandom | base64)
 AM=$(ip_of 0):6126
 export AGG_AM_ADDR=$AM
+export AGG_AM_SIM_TIMEOUT_MS=$SIM_WAIT # aggmgr's, and agg_info's to wait for it
 
 # start_sim I SWITCHES NAME [PORT]: a switchsim in namespace I, data port on its address
 start_sim() {
@@ -112,7 +113,7 @@ stop_sims() {
     DAEMONS=("${keep[@]}")
 }
 
-bg_ns 0 env SHARP_COLL_LOG_LEVEL=3 AGG_AM_SIM_TIMEOUT_MS=$SIM_WAIT "$BIN/aggmgr" --topology "$TOPO" --listen "$AM" --ready-fd 3 3>"$TMP/mgr.ready" \
+bg_ns 0 env SHARP_COLL_LOG_LEVEL=3 "$BIN/aggmgr" --topology "$TOPO" --listen "$AM" --ready-fd 3 3>"$TMP/mgr.ready" \
     >"$TMP/mgr.log" 2>&1 &
 DAEMONS+=($!)
 for _ in $(seq 250); do grep -q : "$TMP/mgr.ready" && break; sleep 0.02; done
@@ -213,6 +214,7 @@ kill -0 $stalled 2>/dev/null ||
 grep -q "Test Passed" "$TMP/hello.out" || { cat "$TMP/hello.out"; fail "agg_hello on ${P}1: no pass"; }
 wait $stalled && { cat "$TMP/stalled.out"; fail "STATS succeeded with a switchsim stopped"; }
 kill -CONT "${DAEMONS[2]}"
+grep -q "counters: none (timed out)" "$TMP/stalled.out" || { cat "$TMP/stalled.out"; fail "aggmgr did not answer the STATS with the timeout"; }
 grep -q "did not answer STATS" "$TMP/mgr.log" || { tail "$TMP/mgr.log"; fail "aggmgr did not say which switchsim was late"; }
 cat "$TMP/stalled.out"
 echo "a job on ${P}1 was served while a STATS waited on the stopped switchsim of ${P}2"
