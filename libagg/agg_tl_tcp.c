@@ -150,9 +150,9 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
                   ep.port, ep.group_id, info->channel, agg_status_string(st));
         goto err;
     }
-    agg_debug("rank %d: %s group %u part %u channel %u over TCP to %s:%d", rank,
-              info->tree == AGG_TREE_SAT ? "SAT" : "LLT", ep.group_id, ep.part, info->channel,
-              ep.host, ep.port);
+    agg_debug("rank %d: %s group %u part %u channel %u over TCP to %s:%d, %u fragments of "
+              "%u bytes in flight", rank, info->tree == AGG_TREE_SAT ? "SAT" : "LLT",
+              ep.group_id, ep.part, info->channel, ep.host, ep.port, info->osts, info->payload);
     *out = t;
     return AGG_OK;
 

@@ -86,6 +86,13 @@ int main(int argc, char **argv)
             double t0, t;
             int k;
 
+            /* a call first, untimed and not counted: the offload makes its group at
+               the first one, and the output buffer's pages are touched */
+            if (path == 0) {
+                MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            } else {
+                PMPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            }
             MPI_Barrier(MPI_COMM_WORLD);
             tx0 = read_counter(iface, "tx_bytes");
             t0  = MPI_Wtime();

@@ -119,6 +119,45 @@ DAEMONS+=($!)
 for _ in $(seq 250); do grep -q : "$TMP/mgr.ready" && break; sleep 0.02; done
 grep -q : "$TMP/mgr.ready" || { cat "$TMP/mgr.log"; fail "aggmgr did not start in ${P}0"; }
 
+# the TCP transport against raw socket throughput between two namespaces: one
+# rank on aggh1, the switchsim on aggh0; each call moves N up and N down the
+# link. Raw: one socket one way, and two at once, one each way (what the
+# transport does), N-byte writes for 2 s each.
+bandwidth() {
+    sockperf() { # SERVER_NS CLIENT_NS PORT OUT
+        bg_ns "$1" "$BIN/agg_sockperf" -s "$(ip_of "$1"):$3" >"$4.srv" 2>&1 &
+        local srv=$!
+        in_ns "$2" "$BIN/agg_sockperf" -c "$(ip_of "$1"):$3" -t 2 >"$4" 2>&1 ||
+            { cat "$4" "$4.srv"; fail "agg_sockperf failed"; }
+        wait $srv
+    }
+    sockperf 0 1 7999 "$TMP/raw1"
+    sockperf 0 1 7998 "$TMP/rawup" &
+    up=$!
+    sockperf 1 0 7997 "$TMP/rawdown"
+    wait $up || fail "agg_sockperf failed"
+    gbps() { awk '/GB\/s/ {print $(NF-1)}' "$1"; }
+    raw1=$(gbps "$TMP/raw1")
+    raw2=$(awk -v a="$(gbps "$TMP/rawup")" -v b="$(gbps "$TMP/rawdown")" 'BEGIN {print a + b}')
+    echo "raw sockets aggh1 <-> aggh0: one way $raw1 GB/s; both ways at once $raw2 GB/s in all"
+    # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
+    # defaults when unset)
+    for pipe in ${NETNS_BW_SWEEP:-default}; do
+        popts=()
+        [ "$pipe" = default ] ||
+            popts=(-x SHARP_COLL_PIPELINE_DEPTH="${pipe%%:*}" -x AGG_SAT_CHUNK_SIZE="${pipe#*:}")
+        run tcp_bw -np 1 --host "$(ip_of 1)" -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+            -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -x HCOLL_SHARP_NP=1 ${NETNS_BW_X:-} "${popts[@]}" -- \
+            "$BIN/agg_link_bytes" -n 10 -s 16777216,67108864
+        grep -q "every result right" "$TMP/tcp_bw.out" || { cat "$TMP/tcp_bw.out"; fail "tcp_bw: wrong results"; }
+        [ -z "${NETNS_BW_X:-}" ] || grep -E "${NETNS_BW_GREP:-in flight}" "$TMP/tcp_bw.out" || true
+        awk -v raw1="$raw1" -v raw2="$raw2" -v pipe="$pipe" '$2 == "offload" {
+                bw = $1 / $3 / 1000
+                printf "TCP transport, %d bytes per call (SAT pipeline %s): %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways\n", $1, pipe, bw, 2 * bw, bw / raw1, 2 * bw / raw2 }' \
+            "$TMP/tcp_bw.out"
+    done
+}
+
 # layout A: each host's leaf in a switchsim on that host, the spine on the head
 for i in 1 2 3 4; do
     start_sim "$i" host "sim$i"
@@ -150,6 +189,14 @@ run() {
     "${MPI[@]}" "${opts[@]}" "$@" >"$TMP/$name.out" 2>&1 || { cat "$TMP/$name.out"; fail "$name failed"; }
     check_clean "$TMP/$name.out"
 }
+
+# NETNS_BW_ONLY=1: the transport's bandwidth alone (layout B), no checks
+if [ "${NETNS_BW_ONLY:-0}" = 1 ]; then
+    stop_sims
+    start_sim 0 all simall 7127
+    bandwidth
+    exit 0
+fi
 
 run llt -x SHARP_COLL_ENABLE_SAT=0 -- "$BIN/allreduce_check" --max-count $((MAX_COUNT / 16))
 expect_clean "$TMP/llt.out" allreduce_check "LLT across hosts: wrong results"
@@ -237,32 +284,5 @@ if [ $FIGURES = 0 ]; then
     exit 0
 fi
 
-# the TCP transport against raw socket throughput between two namespaces: one
-# rank on aggh1, the switchsim on aggh0; each call moves N up and N down the
-# link. Raw: one socket one way, and two at once, one each way (what the
-# transport does), N-byte writes for 2 s each.
-sockperf() { # SERVER_NS CLIENT_NS PORT OUT
-    bg_ns "$1" "$BIN/agg_sockperf" -s "$(ip_of "$1"):$3" >"$4.srv" 2>&1 &
-    local srv=$!
-    in_ns "$2" "$BIN/agg_sockperf" -c "$(ip_of "$1"):$3" -t 2 >"$4" 2>&1 ||
-        { cat "$4" "$4.srv"; fail "agg_sockperf failed"; }
-    wait $srv
-}
-sockperf 0 1 7999 "$TMP/raw1"
-sockperf 0 1 7998 "$TMP/rawup" &
-up=$!
-sockperf 1 0 7997 "$TMP/rawdown"
-wait $up || fail "agg_sockperf failed"
-gbps() { awk '/GB\/s/ {print $(NF-1)}' "$1"; }
-raw1=$(gbps "$TMP/raw1")
-raw2=$(awk -v a="$(gbps "$TMP/rawup")" -v b="$(gbps "$TMP/rawdown")" 'BEGIN {print a + b}')
-run tcp_bw -np 1 --host "$(ip_of 1)" -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
-    -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -x HCOLL_SHARP_NP=1 -- "$BIN/agg_link_bytes" -n 10 \
-    -s 16777216,67108864
-grep -q "every result right" "$TMP/tcp_bw.out" || { cat "$TMP/tcp_bw.out"; fail "tcp_bw: wrong results"; }
-echo "raw sockets aggh1 <-> aggh0: one way $raw1 GB/s; both ways at once $raw2 GB/s in all"
-awk -v raw1="$raw1" -v raw2="$raw2" '$2 == "offload" {
-        bw = $1 / $3 / 1000
-        printf "TCP transport, %d bytes per call: %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways\n", $1, bw, 2 * bw, bw / raw1, 2 * bw / raw2 }' \
-    "$TMP/tcp_bw.out"
+bandwidth
 echo "netns: all checks passed"
