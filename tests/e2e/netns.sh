@@ -141,7 +141,9 @@ bandwidth() {
     raw2=$(awk -v a="$(gbps "$TMP/rawup")" -v b="$(gbps "$TMP/rawdown")" 'BEGIN {print a + b}')
     echo "raw sockets aggh1 <-> aggh0: one way $raw1 GB/s; both ways at once $raw2 GB/s in all"
     # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
-    # defaults when unset)
+    # defaults when unset); NETNS_BW_X="-x VAR=VALUE ..." gives the rank more
+    # settings, and then its output's lines matching NETNS_BW_GREP (default:
+    # the TCP window libagg logs at SHARP_COLL_LOG_LEVEL=4) are shown
     for pipe in ${NETNS_BW_SWEEP:-default}; do
         popts=()
         [ "$pipe" = default ] ||
