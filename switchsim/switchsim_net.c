@@ -6,8 +6,20 @@
  * memory, and keeps a fragment whose slot is busy (or, reproducible, not its
  * turn yet) at the head of its connection until it goes in, reading no more
  * from that connection meanwhile. Results go out through the node's MEMBER
- * down ports, sent by whichever switchsim thread publishes them (this one,
- * or a worker finishing what a local rank left).
+ * down ports, from whichever switchsim thread publishes them (this one, or a
+ * worker finishing what a local rank left).
+ *
+ * No thread waits for room on a socket. Every socket this port writes (a
+ * member's connection, a link to another switchsim) has a queue of messages
+ * in order: a message goes straight out when the queue is empty and the
+ * socket takes it; what the socket does not take waits in the queue, and
+ * this thread writes it when poll() says there is room. A queued message's
+ * data stay where they are, in the slot's accumulator: a slot is used again
+ * for fragment n + 2 x window only (agg_seq_slots), which needs every
+ * member's fragment n + window, which a member sends once it has result n,
+ * which is still in the queue. A result narrowed to its wire type is
+ * narrowed when it starts going out, into the connection's one buffer. A
+ * socket whose queue moves nothing for SWITCHSIM_NET_SEND_MS is cut off.
  *
  * A group whose tree spans switchsims has a part here and parts there:
  * this switchsim keeps one outgoing link per other switchsim it sends to
@@ -27,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,14 +52,40 @@
 #define SWITCHSIM_NET_MAX_CONNS 1024
 #define SWITCHSIM_NET_MAX_LINKS 64
 #define SWITCHSIM_NET_MAX_MSG   (2u * (64u << 20) + 64u) /* a SAT chunk of accumulators */
-#define SWITCHSIM_NET_SEND_MS   10000 /* a member that reads nothing for this long is cut off */
+#define SWITCHSIM_NET_SEND_MS   10000 /* a socket that takes nothing for this long (10 s) is cut off */
+#define SWITCHSIM_NET_TXQ_FIRST 64u   /* messages a queue holds at first... */
+#define SWITCHSIM_NET_TXQ_MAX   (1u << 16) /* ...and at most, doubling when full */
+#define SWITCHSIM_NET_TX_IOV    16    /* queued messages written by one sendmsg */
+
+/* A message waiting to go out: its header, and where its data are. */
+typedef struct switchsim_txe {
+    agg_net_msg_t  m;
+    const uint8_t *data;
+    int            narrow; /* data are accumulators, narrowed to m.dtype as they go */
+} switchsim_txe_t;
+
+/*
+ * The messages one socket has to send, in order, from tail to head. Changed
+ * under its owner's lock (a connection's tx_lock, a link's lock); pending is
+ * read without it by the data port's thread to know what to poll for.
+ */
+typedef struct switchsim_txq {
+    switchsim_txe_t *e;
+    uint32_t         cap;      /* a power of two */
+    uint64_t         head, tail;
+    size_t           off;      /* bytes of the tail message already sent */
+    int64_t          moved_ms; /* when the socket last took something, while pending */
+    int              pending;  /* messages wait for room (atomic) */
+    uint8_t         *narrow;   /* the tail's data narrowed to the wire type */
+    size_t           narrow_cap;
+} switchsim_txq_t;
 
 typedef struct switchsim_conn {
     int             fd;         /* -1: free */
     uint32_t        gen;        /* bumped at every use, so stale bindings miss */
     pthread_mutex_t tx_lock;    /* results are sent by several threads */
-    uint8_t        *tx;         /* a result narrowed to the wire type */
-    size_t          tx_cap;
+    switchsim_txq_t txq;
+    size_t          tx_cap;     /* a result's bytes at most (its group's payload) */
     uint32_t        group_id;
     uint8_t         tree;
     uint32_t        part;
@@ -66,6 +105,7 @@ typedef struct switchsim_link {
                                    configured over it reconnects) */
     int32_t         broke;      /* why it broke, until aggmgr is told; 0 none */
     pthread_mutex_t lock;
+    switchsim_txq_t txq;
 } switchsim_link_t;
 
 struct switchsim_net {
@@ -81,7 +121,168 @@ struct switchsim_net {
     int               num_links;
     agg_dp_counters_t ctr;      /* this thread's driving */
     agg_dp_driver_t   drv;
+    int               wake_fd;  /* an eventfd: another thread queued something */
+    int               woken;    /* it was written and not read yet (atomic) */
 };
+
+/* Set on the data port's thread: it polls its queues anyway, nobody wakes it. */
+static __thread int switchsim__on_net_thread;
+
+/* ---- send queues -------------------------------------------------------- */
+
+static agg_status_t switchsim__txq_init(switchsim_txq_t *q, size_t narrow_cap)
+{
+    free(q->e);
+    free(q->narrow);
+    memset(q, 0, sizeof(*q));
+    q->cap        = SWITCHSIM_NET_TXQ_FIRST;
+    q->e          = calloc(q->cap, sizeof(*q->e));
+    q->narrow_cap = narrow_cap;
+    q->narrow     = narrow_cap > 0 ? malloc(narrow_cap) : NULL;
+    return q->e != NULL && (narrow_cap == 0 || q->narrow != NULL) ? AGG_OK : AGG_ERR_NO_MEMORY;
+}
+
+static void switchsim__txq_free(switchsim_txq_t *q)
+{
+    free(q->e);
+    free(q->narrow);
+    memset(q, 0, sizeof(*q));
+}
+
+/* Drops what waits (the socket is gone). */
+static void switchsim__txq_drop(switchsim_txq_t *q)
+{
+    q->head = q->tail = 0;
+    q->off  = 0;
+    __atomic_store_n(&q->pending, 0, __ATOMIC_RELAXED);
+}
+
+/*
+ * Writes queued messages from the tail, as many as the socket takes, up to
+ * SWITCHSIM_NET_TX_IOV per sendmsg. 1: the queue is empty; 0: the socket is
+ * full; -1: it is broken (errno says why).
+ */
+static int switchsim__txq_flush(switchsim_txq_t *q, int fd)
+{
+    while (q->tail != q->head) {
+        struct iovec iov[2 * SWITCHSIM_NET_TX_IOV];
+        struct msghdr mh = {.msg_iov = iov};
+        uint64_t i;
+        size_t skip = q->off, left;
+        ssize_t rc;
+
+        for (i = q->tail; i != q->head && mh.msg_iovlen + 2 <= 2 * SWITCHSIM_NET_TX_IOV; ++i) {
+            switchsim_txe_t *e = &q->e[i & (q->cap - 1)];
+
+            if (e->narrow) {
+                if (i != q->tail) {
+                    break; /* the one buffer is the tail's */
+                }
+                agg_narrow_fn(e->m.dtype)(q->narrow, e->data, e->m.count);
+                e->data   = q->narrow;
+                e->narrow = 0;
+            }
+            iov[mh.msg_iovlen++] = (struct iovec){&e->m, sizeof(e->m)};
+            if (e->m.bytes > 0) {
+                iov[mh.msg_iovlen++] = (struct iovec){(void *)e->data, e->m.bytes};
+            }
+        }
+        /* the tail's bytes already out */
+        for (i = 0; skip > 0; ++i) {
+            size_t take = skip < iov[i].iov_len ? skip : iov[i].iov_len;
+
+            iov[i].iov_base = (uint8_t *)iov[i].iov_base + take;
+            iov[i].iov_len -= take;
+            skip -= take;
+        }
+        rc = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (rc < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        q->moved_ms = agg_time_ms();
+        /* retire the messages now wholly out */
+        left = q->off + (size_t)rc;
+        while (q->tail != q->head) {
+            size_t whole = sizeof(agg_net_msg_t) + q->e[q->tail & (q->cap - 1)].m.bytes;
+
+            if (left < whole) {
+                break;
+            }
+            left -= whole;
+            q->tail++;
+        }
+        q->off = left;
+    }
+    q->head = q->tail = 0;
+    q->off  = 0;
+    return 1;
+}
+
+/* Another thread left something queued: the data port's thread polls for room. */
+static void switchsim__wake(switchsim_net_t *net)
+{
+    uint64_t one = 1;
+
+    if (!switchsim__on_net_thread && !__atomic_exchange_n(&net->woken, 1, __ATOMIC_ACQ_REL) &&
+        write(net->wake_fd, &one, sizeof(one)) < 0) {
+        __atomic_store_n(&net->woken, 0, __ATOMIC_RELEASE); /* polled within 100 ms anyway */
+    }
+}
+
+/*
+ * Sends a message through a socket's queue (caller holds the queue's lock):
+ * straight out when nothing waits, else behind what waits, for the data
+ * port's thread to write. 0, or -1 when the socket is broken or the queue
+ * is full (errno says which).
+ */
+static int switchsim__txq_send(switchsim_net_t *net, switchsim_txq_t *q, int fd,
+                               const agg_net_msg_t *m, const void *data, int narrow)
+{
+    switchsim_txe_t *e;
+    int r;
+
+    if (q->e == NULL) {
+        errno = ENOTCONN; /* no queue: not a member's or a link's socket */
+        return -1;
+    }
+    if (q->head - q->tail == q->cap) {
+        /* a slow reader: room for more, rarely, never per message */
+        switchsim_txe_t *grown;
+        uint64_t i;
+
+        grown = q->cap < SWITCHSIM_NET_TXQ_MAX ? calloc(2u * q->cap, sizeof(*grown)) : NULL;
+        if (grown == NULL) {
+            errno = ENOBUFS;
+            return -1;
+        }
+        for (i = q->tail; i != q->head; ++i) {
+            grown[i - q->tail] = q->e[i & (q->cap - 1)];
+        }
+        free(q->e);
+        q->e     = grown;
+        q->head -= q->tail;
+        q->tail  = 0;
+        q->cap  *= 2;
+    }
+    e         = &q->e[q->head & (q->cap - 1)];
+    e->m      = *m;
+    e->data   = data;
+    e->narrow = narrow;
+    q->head++;
+    if (q->head - q->tail > 1) {
+        return 0; /* behind others: pending already */
+    }
+    r = switchsim__txq_flush(q, fd);
+    if (r == 0) {
+        q->moved_ms = agg_time_ms();
+        __atomic_store_n(&q->pending, 1, __ATOMIC_RELEASE);
+        switchsim__wake(net);
+    }
+    return r < 0 ? -1 : 0;
+}
 
 static void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, const char *why)
 {
@@ -96,6 +297,7 @@ static void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, con
     close(c->fd);
     c->fd = -1;
     c->gen++;
+    switchsim__txq_drop(&c->txq);
     pthread_mutex_unlock(&c->tx_lock);
     c->rx_len  = 0;
     c->stalled = 0;
@@ -121,7 +323,7 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
     };
     const void *data = NULL;
     switchsim_conn_t *c;
-    agg_status_t st;
+    int narrow = 0;
 
     if (p->kind == AGG_DP_PORT_NET && net != NULL) {
         return switchsim__net_down_part(g, port, slot);
@@ -143,23 +345,17 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
         size_t bytes = (size_t)slot->count * agg_dtype_size(slot->dtype);
 
         if (bytes <= c->tx_cap) {
-            if (agg_dtype_acc(slot->dtype) == slot->dtype) {
-                data = agg_dp_acc((agg_dp_slot_t *)slot);
-            } else {
-                agg_narrow_fn(slot->dtype)(c->tx, agg_dp_acc((agg_dp_slot_t *)slot),
-                                           slot->count);
-                data = c->tx;
-            }
+            data    = agg_dp_acc((agg_dp_slot_t *)slot);
+            narrow  = agg_dtype_acc(slot->dtype) != slot->dtype;
             m.bytes = (uint32_t)bytes;
         } else {
             m.status = AGG_ERR_BAD_FRAGMENT;
         }
     }
-    st = agg_net_send(c->fd, &m, data, SWITCHSIM_NET_SEND_MS, NULL, NULL);
-    if (st != AGG_OK) {
+    if (switchsim__txq_send(net, &c->txq, c->fd, &m, data, narrow) != 0) {
         /* the receiving thread sees the hang-up and frees the connection */
         agg_warn("group %u: result %llu to %s not sent: %s", g->id, (unsigned long long)m.n,
-                 c->peer, agg_status_string(st));
+                 c->peer, strerror(errno));
         shutdown(c->fd, SHUT_RDWR);
     }
     pthread_mutex_unlock(&c->tx_lock);
@@ -186,23 +382,27 @@ int switchsim_net_broken(switchsim_t *sim, char *addr, size_t len, int32_t *why)
     return found;
 }
 
+/* Under l->lock: the link goes; groups across it time out until it is made again. */
+static void switchsim__link_break(switchsim_link_t *l, agg_status_t st, const char *why)
+{
+    agg_error("link to switchsim %s broke (%s): groups across it time out until it "
+              "is made again", l->addr, why);
+    close(l->fd);
+    l->fd    = -1;
+    l->broke = st; /* the control thread tells aggmgr */
+    switchsim__txq_drop(&l->txq);
+}
+
 /* Sends a message on a link to another switchsim; a broken link drops it. */
 static void switchsim__link_send(switchsim_net_t *net, int li, const agg_net_msg_t *m,
                                  const void *data)
 {
     switchsim_link_t *l = &net->links[li];
-    agg_status_t st;
 
     pthread_mutex_lock(&l->lock);
-    if (l->fd >= 0) {
-        st = agg_net_send(l->fd, m, data, SWITCHSIM_NET_SEND_MS, NULL, NULL);
-        if (st != AGG_OK) {
-            agg_error("link to switchsim %s broke (%s): groups across it time out until it "
-                      "is made again", l->addr, agg_status_string(st));
-            close(l->fd);
-            l->fd    = -1;
-            l->broke = st; /* the control thread tells aggmgr */
-        }
+    if (l->fd >= 0 && switchsim__txq_send(net, &l->txq, l->fd, m, data, 0) != 0) {
+        switchsim__link_break(l, errno == ENOBUFS ? AGG_ERR_TIMEOUT : AGG_ERR_IO,
+                              strerror(errno));
     }
     pthread_mutex_unlock(&l->lock);
 }
@@ -281,10 +481,15 @@ int switchsim_net_link(switchsim_t *sim, const char *addr)
                       SWITCHSIM_NET_MAX_LINKS, addr);
             return -1;
         }
-        l     = &net->links[net->num_links++];
+        l = &net->links[net->num_links];
+        if (switchsim__txq_init(&l->txq, 0) != AGG_OK) {
+            agg_error("no memory for a link to switchsim %s", addr);
+            return -1;
+        }
         l->fd = -1;
         pthread_mutex_init(&l->lock, NULL);
         snprintf(l->addr, sizeof(l->addr), "%s", addr);
+        __atomic_store_n(&net->num_links, net->num_links + 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_lock(&l->lock);
     fd = l->fd;
@@ -401,11 +606,10 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     }
     if (st == AGG_OK) {
         need = g->view.seg->payload;
-        c->tx     = malloc(need);
         c->tx_cap = need;
         c->rx_cap = 2 * (sizeof(agg_net_msg_t) + need) + (64u << 10);
         c->rx     = malloc(c->rx_cap);
-        if (c->tx == NULL || c->rx == NULL) {
+        if (c->rx == NULL || switchsim__txq_init(&c->txq, need) != AGG_OK) {
             st = AGG_ERR_NO_MEMORY;
         } else {
             c->group_id = g->id;
@@ -454,8 +658,8 @@ static void switchsim__net_accept(switchsim_net_t *net)
     /* a worker sending a result takes the lock and finds the old use gone */
     pthread_mutex_lock(&c->tx_lock);
     free(c->rx);
-    free(c->tx);
-    c->rx = c->tx = NULL;
+    c->rx     = NULL;
+    switchsim__txq_free(&c->txq);
     c->rx_len = c->tx_cap = 0;
     c->is_peer = 0;
     c->off_loopback = net->off_loopback && !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
@@ -667,16 +871,51 @@ static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int 
     }
 }
 
+/*
+ * Writes what waits in a socket's queue once poll() says there is room
+ * (revents), or cuts the socket off when it took nothing for
+ * SWITCHSIM_NET_SEND_MS. Caller holds the queue's lock. 0, or -1 when the
+ * socket must go (why in *why).
+ */
+static int switchsim__txq_poll(switchsim_txq_t *q, int fd, short revents, int64_t now,
+                               const char **why)
+{
+    int r = 1;
+
+    if (!__atomic_load_n(&q->pending, __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    if (revents & (POLLOUT | POLLERR | POLLHUP)) {
+        r = switchsim__txq_flush(q, fd);
+        if (r < 0) {
+            *why = strerror(errno);
+            return -1;
+        }
+    }
+    if (r > 0 && q->tail == q->head) {
+        __atomic_store_n(&q->pending, 0, __ATOMIC_RELAXED);
+    } else if (now - q->moved_ms > SWITCHSIM_NET_SEND_MS) {
+        *why = "it took nothing for 10 s";
+        return -1;
+    }
+    return 0;
+}
+
 static void *switchsim__net_main(void *arg)
 {
     switchsim_net_t *net = arg;
-    static struct pollfd pfds[SWITCHSIM_NET_MAX_CONNS + 1];
-    static int idx[SWITCHSIM_NET_MAX_CONNS + 1];
+    /* the listener, the wake-up, connections, links */
+    static struct pollfd pfds[2 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
+    static int idx[2 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
 
+    switchsim__on_net_thread = 1;
     while (!__atomic_load_n(&net->sim->stop, __ATOMIC_ACQUIRE)) {
-        int n = 1, i, stalled = 0;
+        int n = 2, i, nc, stalled = 0, links = __atomic_load_n(&net->num_links, __ATOMIC_ACQUIRE);
+        int64_t now;
+        const char *why;
 
         pfds[0] = (struct pollfd){.fd = net->listen_fd, .events = POLLIN};
+        pfds[1] = (struct pollfd){.fd = net->wake_fd, .events = POLLIN};
         for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
             switchsim_conn_t *c = &net->conns[i];
 
@@ -685,19 +924,64 @@ static void *switchsim__net_main(void *arg)
             }
             stalled |= c->stalled;
             pfds[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            if (__atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
+                pfds[n].events |= POLLOUT;
+            }
             idx[n++] = i;
+        }
+        nc = n;
+        for (i = 0; i < links; ++i) {
+            switchsim_link_t *l = &net->links[i];
+
+            if (__atomic_load_n(&l->txq.pending, __ATOMIC_ACQUIRE)) {
+                pthread_mutex_lock(&l->lock);
+                if (l->fd >= 0) {
+                    pfds[n]  = (struct pollfd){.fd = l->fd, .events = POLLOUT};
+                    idx[n++] = i;
+                }
+                pthread_mutex_unlock(&l->lock);
+            }
         }
         /* a stalled fragment is retried at once; a worker frees its slot soon */
         if (poll(pfds, (nfds_t)n, stalled ? 0 : 100) < 0 && errno != EINTR) {
             agg_error("data port: poll failed: %s", strerror(errno));
             break;
         }
-        for (i = 1; i < n; ++i) {
-            switchsim_conn_t *c = &net->conns[idx[i]];
+        if (pfds[1].revents & POLLIN) {
+            uint64_t v;
 
-            if (c->fd >= 0 && ((pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) || c->stalled)) {
-                switchsim__net_serve(net, c, (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0);
+            __atomic_store_n(&net->woken, 0, __ATOMIC_RELEASE);
+            if (read(net->wake_fd, &v, sizeof(v)) < 0) {
+                /* EAGAIN: nothing was written since */
             }
+        }
+        now = agg_time_ms();
+        for (i = 2; i < nc; ++i) {
+            switchsim_conn_t *c = &net->conns[idx[i]];
+            short ev = pfds[i].revents;
+
+            if (c->fd >= 0 && __atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
+                pthread_mutex_lock(&c->tx_lock);
+                if (switchsim__txq_poll(&c->txq, c->fd, ev, now, &why) != 0) {
+                    agg_warn("group %u: results to %s not sent: %s", c->group_id, c->peer, why);
+                    shutdown(c->fd, SHUT_RDWR); /* read below as a hang-up */
+                    ev |= POLLHUP;
+                }
+                pthread_mutex_unlock(&c->tx_lock);
+            }
+            if (c->fd >= 0 && ((ev & (POLLIN | POLLHUP | POLLERR)) || c->stalled)) {
+                switchsim__net_serve(net, c, (ev & (POLLIN | POLLHUP | POLLERR)) != 0);
+            }
+        }
+        for (i = nc; i < n; ++i) {
+            switchsim_link_t *l = &net->links[idx[i]];
+
+            pthread_mutex_lock(&l->lock);
+            if (l->fd == pfds[i].fd &&
+                switchsim__txq_poll(&l->txq, l->fd, pfds[i].revents, now, &why) != 0) {
+                switchsim__link_break(l, AGG_ERR_TIMEOUT, why);
+            }
+            pthread_mutex_unlock(&l->lock);
         }
         if (pfds[0].revents & POLLIN) {
             switchsim__net_accept(net);
@@ -740,6 +1024,12 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     net->sim       = sim;
     net->drv.ctr   = &net->ctr;
     net->listen_fd = -1;
+    net->wake_fd   = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (net->wake_fd < 0) {
+        agg_error("data port: eventfd: %s", strerror(errno));
+        free(net);
+        return AGG_ERR_NO_MEMORY;
+    }
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
         net->conns[i].fd = -1;
         pthread_mutex_init(&net->conns[i].tx_lock, NULL);
@@ -780,6 +1070,7 @@ err:
     if (net->listen_fd >= 0) {
         close(net->listen_fd);
     }
+    close(net->wake_fd);
     free(net);
     return st;
 }
@@ -804,16 +1095,18 @@ void switchsim_net_stop(switchsim_t *sim)
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
         switchsim__conn_close(net, &net->conns[i], NULL);
         free(net->conns[i].rx);
-        free(net->conns[i].tx);
+        switchsim__txq_free(&net->conns[i].txq);
         pthread_mutex_destroy(&net->conns[i].tx_lock);
     }
     for (i = 0; i < net->num_links; ++i) {
         if (net->links[i].fd >= 0) {
             close(net->links[i].fd);
         }
+        switchsim__txq_free(&net->links[i].txq);
         pthread_mutex_destroy(&net->links[i].lock);
     }
     close(net->listen_fd);
+    close(net->wake_fd);
     agg_dp_counters_add(&sim->retired, &net->ctr);
     sim->net = NULL;
     free(net);
