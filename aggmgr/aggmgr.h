@@ -14,7 +14,9 @@
 #include "aggmgr_tree.h"
 
 #define AGGMGR_MAX_CONNS 1024
-#define AGGMGR_IO_TIMEOUT_MS  2000 /* a send to a peer, or its secret check */
+#define AGGMGR_IO_TIMEOUT_MS  2000 /* a peer's secret check; a peer whose socket takes
+                                      nothing of what waits for this long is dropped */
+#define AGGMGR_TX_MAX (16u << 20) /* bytes waiting for one peer at most */
 
 typedef struct aggmgr_conn {
     int           fd;
@@ -26,6 +28,11 @@ typedef struct aggmgr_conn {
     uint8_t      *rx;     /* header then body, as received */
     size_t        rx_len;
     size_t        rx_cap;
+    /* what the socket did not take yet, written by the event loop on POLLOUT:
+       a peer that stops reading holds up nobody */
+    uint8_t      *tx;
+    size_t        tx_off, tx_len, tx_cap;
+    int64_t       tx_moved_ms; /* when the socket last took something, while pending */
 } aggmgr_conn_t;
 
 /* Resources of one aggregation node (a switch). */
@@ -254,9 +261,20 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim);
 
 /*
  * Groups with parts on both switchsims a and b (indexes into sims): their
- * count, and "job/group" of the first few in list.
+ * count, and "job/group" of the first few in list. With drop, they go (a
+ * link between a and b broke): their parts are torn down everywhere.
  */
-unsigned aggmgr_groups_across(const aggmgr_t *am, int a, int b, char *list, size_t len);
+unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len);
+
+/*
+ * Sends a message to the peer on fd without waiting: what its socket does
+ * not take now waits in the connection's queue for the event loop. AGG_OK,
+ * or AGG_ERR_IO when the peer is gone or has let AGGMGR_TX_MAX bytes pile
+ * up (the loop then drops it). A socket that is not one of the loop's
+ * connections gets a plain blocking send.
+ */
+agg_status_t aggmgr_conn_send(aggmgr_t *am, int fd, uint16_t type, uint32_t txid,
+                              const void *body, size_t len);
 
 /* The switchsim whose control connection is fd, or -1. */
 int aggmgr_sim_of_fd(const aggmgr_t *am, int fd);

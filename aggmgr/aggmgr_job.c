@@ -943,10 +943,10 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim)
     }
 }
 
-unsigned aggmgr_groups_across(const aggmgr_t *am, int a, int b, char *list, size_t len)
+unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len)
 {
-    const aggmgr_job_t *job;
-    const aggmgr_group_t *g;
+    aggmgr_job_t *job;
+    aggmgr_group_t **pp, *g;
     unsigned n = 0;
     size_t off = 0;
 
@@ -954,8 +954,9 @@ unsigned aggmgr_groups_across(const aggmgr_t *am, int a, int b, char *list, size
         list[0] = '\0';
     }
     for (job = am->jobs; job != NULL; job = job->next) {
-        for (g = job->groups; g != NULL; g = g->next) {
+        for (pp = &job->groups; (g = *pp) != NULL;) {
             if (!aggmgr__group_on(g, a) || !aggmgr__group_on(g, b)) {
+                pp = &g->next;
                 continue;
             }
             if (off + 24 < len) {
@@ -963,6 +964,18 @@ unsigned aggmgr_groups_across(const aggmgr_t *am, int a, int b, char *list, size
                                         job->id, g->id);
             }
             n++;
+            if (!drop) {
+                pp = &g->next;
+                continue;
+            }
+            /* as when a switchsim goes: its parts everywhere are torn down, so
+               members fail at once rather than time out, and the job's next
+               group makes the link again */
+            *pp = g->next;
+            if (g->op != NULL && g->op->status == AGG_OK) {
+                g->op->status = AGG_ERR_NO_SWITCHSIM;
+            }
+            aggmgr__group_free(am, job, g);
         }
     }
     return n;

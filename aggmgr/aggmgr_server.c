@@ -72,31 +72,91 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
     return AGG_OK;
 }
 
-static agg_status_t aggmgr__send(int fd, uint16_t type, uint32_t txid, const void *body,
-                                 size_t len)
+/* ---- sending: never waiting on a peer ------------------------------------ */
+
+/* Writes what waits; 0, or -1 when the peer is gone (errno). */
+static int aggmgr__conn_flush(aggmgr_conn_t *c)
 {
-    return agg_msg_send(fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
+    while (c->tx_off < c->tx_len) {
+        ssize_t n = send(c->fd, c->tx + c->tx_off, c->tx_len - c->tx_off,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        c->tx_off     += (size_t)n;
+        c->tx_moved_ms = agg_time_ms();
+    }
+    c->tx_off = c->tx_len = 0;
+    return 0;
 }
 
-static agg_status_t aggmgr__send_status(int fd, uint16_t type, uint32_t txid,
+agg_status_t aggmgr_conn_send(aggmgr_t *am, int fd, uint16_t type, uint32_t txid,
+                              const void *body, size_t len)
+{
+    aggmgr_conn_t *c = NULL;
+    agg_msg_hdr_t hdr;
+    size_t need;
+    int i;
+
+    for (i = 0; i < am->num_conns && c == NULL; ++i) {
+        if (am->conns[i].fd == fd) {
+            c = &am->conns[i];
+        }
+    }
+    if (c == NULL) {
+        return agg_msg_send(fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
+    }
+    if (len > AGG_WIRE_MAX_BODY) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    need = c->tx_len - c->tx_off + sizeof(hdr) + len;
+    if (need > AGGMGR_TX_MAX) {
+        agg_warn("peer fd %d (pid %u) reads nothing: %zu bytes wait for it", fd, c->pid,
+                 c->tx_len - c->tx_off);
+        return AGG_ERR_IO;
+    }
+    if (c->tx_off > 0 && c->tx_len + sizeof(hdr) + len > c->tx_cap) {
+        memmove(c->tx, c->tx + c->tx_off, c->tx_len - c->tx_off);
+        c->tx_len -= c->tx_off;
+        c->tx_off  = 0;
+    }
+    if (c->tx_len + sizeof(hdr) + len > c->tx_cap) {
+        size_t cap = c->tx_cap ? c->tx_cap : 4096;
+        uint8_t *p;
+
+        while (cap < c->tx_len + sizeof(hdr) + len) {
+            cap *= 2;
+        }
+        p = realloc(c->tx, cap);
+        if (p == NULL) {
+            return AGG_ERR_NO_MEMORY;
+        }
+        c->tx     = p;
+        c->tx_cap = cap;
+    }
+    if (c->tx_off == c->tx_len) {
+        c->tx_moved_ms = agg_time_ms(); /* nothing waited: its clock starts now */
+    }
+    agg_wire_hdr_encode(&hdr, type, (uint32_t)len, txid);
+    memcpy(c->tx + c->tx_len, &hdr, sizeof(hdr));
+    if (len > 0) {
+        memcpy(c->tx + c->tx_len + sizeof(hdr), body, len);
+    }
+    c->tx_len += sizeof(hdr) + len;
+    return aggmgr__conn_flush(c) == 0 ? AGG_OK : AGG_ERR_IO;
+}
+
+static agg_status_t aggmgr__send_status(aggmgr_t *am, int fd, uint16_t type, uint32_t txid,
                                         agg_status_t status)
 {
     agg_msg_status_t rep = {.status = status};
 
     agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-    return aggmgr__send(fd, type, txid, &rep, sizeof(rep));
-}
-
-static agg_status_t aggmgr__reply(aggmgr_conn_t *c, uint16_t type, uint32_t txid,
-                                  const void *body, size_t len)
-{
-    return aggmgr__send(c->fd, type, txid, body, len);
-}
-
-static agg_status_t aggmgr__reply_status(aggmgr_conn_t *c, uint16_t type, uint32_t txid,
-                                         agg_status_t status)
-{
-    return aggmgr__send_status(c->fd, type, txid, status);
+    return aggmgr_conn_send(am, fd, type, txid, &rep, sizeof(rep));
 }
 
 /* Is switch `node` one that `select` (sim_switches) asks for? */
@@ -180,7 +240,7 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     if (!aggmgr__select_valid(select)) {
         agg_error("switchsim pid %u on %s asks for switches \"%s\": expected all, host, "
                   "guid:G,G,... or name:PATTERN", reg->pid, reg->host, select);
-        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid,
+        return aggmgr__send_status(am, c->fd, AGG_MSG_SIM_REGISTER_REPLY, txid,
                                     AGG_ERR_INVALID_PARAM);
     }
     for (slot = 0; slot < am->num_sims && am->sims[slot].fd >= 0; ++slot) {
@@ -188,19 +248,19 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     if (slot >= AGGMGR_MAX_SIMS) {
         agg_error("switchsim pid %u on %s refused: %d switchsims are registered already",
                   reg->pid, reg->host, AGGMGR_MAX_SIMS);
-        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_NO_RESOURCE);
+        return aggmgr__send_status(am, c->fd, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_NO_RESOURCE);
     }
     if (reg->an_payload_per_ost < (uint32_t)agg_conf_int(&am->conf,
                                                          AGG_CONF_AN_PAYLOAD_PER_OST)) {
         agg_error("switchsim pid %u offers %u bytes per OST, the manager is set for %lld",
                   reg->pid, reg->an_payload_per_ost,
                   agg_conf_int(&am->conf, AGG_CONF_AN_PAYLOAD_PER_OST));
-        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_CONFIG);
+        return aggmgr__send_status(am, c->fd, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_CONFIG);
     }
     rep_len = sizeof(*rep) + (size_t)am->topo.num_switches * sizeof(*sw);
     rep     = calloc(1, rep_len);
     if (rep == NULL) {
-        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid,
+        return aggmgr__send_status(am, c->fd, AGG_MSG_SIM_REGISTER_REPLY, txid,
                                     AGG_ERR_NO_MEMORY);
     }
     /* the switches it asks for that no other switchsim hosts */
@@ -218,7 +278,7 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
         free(rep);
         agg_error("switchsim pid %u on %s asks for switches \"%s\": none of the fabric's "
                   "is left for it", reg->pid, reg->host, select[0] ? select : "all");
-        return aggmgr__reply_status(c, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_NOT_FOUND);
+        return aggmgr__send_status(am, c->fd, AGG_MSG_SIM_REGISTER_REPLY, txid, AGG_ERR_NOT_FOUND);
     }
     rep_len           = sizeof(*rep) + (size_t)k * sizeof(*sw);
     rep->status       = AGG_OK;
@@ -226,7 +286,7 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     rep->num_switches = (uint32_t)k;
     agg_wire_swap(rep, AGG_FMT_SIM_REGISTER_REPLY, 1);
     agg_wire_swap(sw, AGG_FMT_SWITCH, (size_t)k);
-    st = aggmgr__reply(c, AGG_MSG_SIM_REGISTER_REPLY, txid, rep, rep_len);
+    st = aggmgr_conn_send(am, c->fd, AGG_MSG_SIM_REGISTER_REPLY, txid, rep, rep_len);
     free(rep);
     if (st != AGG_OK) {
         return st;
@@ -292,7 +352,7 @@ static agg_status_t aggmgr__on_job_create(aggmgr_t *am, aggmgr_conn_t *c, uint32
     st = aggmgr_job_create(am, c->fd, req, hosts, host_of, &rep);
     rep.status = st;
     agg_wire_swap(&rep, AGG_FMT_JOB_CREATE_REPLY, 1);
-    return aggmgr__reply(c, AGG_MSG_JOB_CREATE_REPLY, txid, &rep, sizeof(rep));
+    return aggmgr_conn_send(am, c->fd, AGG_MSG_JOB_CREATE_REPLY, txid, &rep, sizeof(rep));
 }
 
 /* Bytes of one tree's block in GROUP_CREATE_REPLY. */
@@ -357,7 +417,7 @@ static void aggmgr__group_created(aggmgr_t *am, aggmgr_op_t *op)
         return; /* it went away; its groups went with it */
     }
     if (op->status != AGG_OK || g == NULL) {
-        aggmgr__send_status(op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid,
+        aggmgr__send_status(am, op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid,
                             op->status != AGG_OK ? op->status : AGG_ERR_GROUP_ALLOC);
         return;
     }
@@ -367,7 +427,7 @@ static void aggmgr__group_created(aggmgr_t *am, aggmgr_op_t *op)
     rep     = calloc(1, rep_len);
     if (rep == NULL) {
         aggmgr_group_destroy(am, op->job_id, g->id);
-        aggmgr__send_status(op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid,
+        aggmgr__send_status(am, op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid,
                             AGG_ERR_NO_MEMORY);
         return;
     }
@@ -381,7 +441,7 @@ static void aggmgr__group_created(aggmgr_t *am, aggmgr_op_t *op)
         aggmgr__tree_block(am, &g->sat, AGG_TREE_SAT, n, p);
     }
     agg_wire_swap(rep, AGG_FMT_GROUP_CREATE_REPLY, 1);
-    if (aggmgr__send(op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid, rep,
+    if (aggmgr_conn_send(am, op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid, rep,
                      rep_len) != AGG_OK) {
         agg_warn("job %u: group %u was made, but its creator (fd %d) did not take the answer",
                  op->job_id, g->id, op->client_fd);
@@ -414,14 +474,14 @@ static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
     agg_wire_swap(ranks, "l", n);
     op = aggmgr_op_new(AGGMGR_OP_GROUP_CREATE, aggmgr__group_created, NULL);
     if (op == NULL) {
-        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, AGG_ERR_NO_MEMORY);
+        return aggmgr__send_status(am, c->fd, AGG_MSG_GROUP_CREATE_REPLY, txid, AGG_ERR_NO_MEMORY);
     }
     op->client_fd   = c->fd;
     op->client_txid = txid;
     st = aggmgr_group_create(am, c->fd, req, ranks, op);
     if (st != AGG_INPROGRESS) {
         aggmgr_op_free(op);
-        return aggmgr__reply_status(c, AGG_MSG_GROUP_CREATE_REPLY, txid, st);
+        return aggmgr__send_status(am, c->fd, AGG_MSG_GROUP_CREATE_REPLY, txid, st);
     }
     return AGG_OK;
 }
@@ -434,12 +494,12 @@ static void aggmgr__stats_done(aggmgr_t *am, aggmgr_op_t *op)
         return;
     }
     if (op->status != AGG_OK) {
-        aggmgr__send_status(op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, op->status);
+        aggmgr__send_status(am, op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, op->status);
         return;
     }
     op->stats.status = AGG_OK;
     agg_wire_swap(&op->stats, AGG_FMT_STATS_REPLY, 1);
-    aggmgr__send(op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, &op->stats,
+    aggmgr_conn_send(am, op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, &op->stats,
                  sizeof(op->stats));
 }
 
@@ -450,11 +510,11 @@ static agg_status_t aggmgr__on_stats(aggmgr_t *am, aggmgr_conn_t *c, uint32_t tx
     int i;
 
     if (aggmgr_sims_live(am) == 0) {
-        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_SWITCHSIM);
+        return aggmgr__send_status(am, c->fd, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_SWITCHSIM);
     }
     op = aggmgr_op_new(AGGMGR_OP_STATS, aggmgr__stats_done, NULL);
     if (op == NULL) {
-        return aggmgr__reply_status(c, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_MEMORY);
+        return aggmgr__send_status(am, c->fd, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_MEMORY);
     }
     op->client_fd   = c->fd;
     op->client_txid = txid;
@@ -489,7 +549,7 @@ static agg_status_t aggmgr__on_hello(aggmgr_t *am, aggmgr_conn_t *c, uint32_t tx
     rep.num_switches = (uint32_t)am->topo.num_switches;
     rep.num_cas      = (uint32_t)am->topo.num_cas;
     agg_wire_swap(&rep, AGG_FMT_HELLO_REPLY, 1);
-    return aggmgr__reply(c, AGG_MSG_HELLO_REPLY, txid, &rep, sizeof(rep));
+    return aggmgr_conn_send(am, c->fd, AGG_MSG_HELLO_REPLY, txid, &rep, sizeof(rep));
 }
 
 /* Handles one complete message; anything but AGG_OK drops the connection. */
@@ -527,7 +587,7 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
         jref = (agg_msg_job_ref_t *)body;
         agg_wire_swap(jref, AGG_FMT_JOB_REF, 1);
         st = aggmgr_job_owned(am, jref->job_id, c->fd);
-        st = aggmgr__reply_status(c, AGG_MSG_JOB_DESTROY_REPLY, hdr.txid,
+        st = aggmgr__send_status(am, c->fd, AGG_MSG_JOB_DESTROY_REPLY, hdr.txid,
                                   st == AGG_OK ? aggmgr_job_destroy(am, jref->job_id) : st);
         break;
     case AGG_MSG_GROUP_CREATE:
@@ -541,7 +601,7 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
         gref = (agg_msg_group_ref_t *)body;
         agg_wire_swap(gref, AGG_FMT_GROUP_REF, 1);
         st = aggmgr_group_owned(am, gref->job_id, gref->group_id, c->fd);
-        st = aggmgr__reply_status(c, AGG_MSG_GROUP_DESTROY_REPLY, hdr.txid,
+        st = aggmgr__send_status(am, c->fd, AGG_MSG_GROUP_DESTROY_REPLY, hdr.txid,
                                   st == AGG_OK ? aggmgr_group_destroy(am, gref->job_id,
                                                                       gref->group_id) : st);
         break;
@@ -555,7 +615,7 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
     if (st == AGG_ERR_PROTOCOL) {
         agg_warn("malformed %s (%u bytes) from fd %d pid %u; disconnecting",
                  agg_msg_type_name(hdr.type), hdr.length, c->fd, c->pid);
-        aggmgr__reply_status(c, AGG_MSG_ERROR_REPLY, hdr.txid, AGG_ERR_PROTOCOL);
+        aggmgr__send_status(am, c->fd, AGG_MSG_ERROR_REPLY, hdr.txid, AGG_ERR_PROTOCOL);
     }
     return st;
 }
@@ -623,8 +683,10 @@ static void aggmgr__conn_close(aggmgr_t *am, int idx)
     } else {
         aggmgr_conn_release(am, fd);
     }
+    aggmgr__conn_flush(c); /* a last answer (a refusal, say) goes if it can */
     close(fd);
     free(c->rx);
+    free(c->tx);
     am->conns[idx] = am->conns[--am->num_conns];
 }
 
@@ -761,6 +823,9 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
         for (i = 0; i < am->num_conns; ++i) {
             pfds[i + 1].fd     = am->conns[i].fd;
             pfds[i + 1].events = POLLIN;
+            if (am->conns[i].tx_off < am->conns[i].tx_len) {
+                pfds[i + 1].events |= POLLOUT;
+            }
         }
         n  = am->num_conns;
         pfds[n + 1].fd     = am->off_loopback ? am->auth_pipe[0] : -1;
@@ -776,10 +841,27 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
         }
         /* Walk backwards: closing swaps the last connection into the hole. */
         for (i = n - 1; i >= 0; --i) {
-            if (pfds[i + 1].revents == 0) {
+            aggmgr_conn_t *c = &am->conns[i];
+
+            if (c->tx_off < c->tx_len) {
+                const char *why = NULL;
+
+                if ((pfds[i + 1].revents & POLLOUT) && aggmgr__conn_flush(c) != 0) {
+                    why = strerror(errno);
+                } else if (c->tx_off < c->tx_len &&
+                           agg_time_ms() - c->tx_moved_ms > AGGMGR_IO_TIMEOUT_MS) {
+                    why = "it read nothing of what waits for it for 2 s";
+                }
+                if (why != NULL) {
+                    agg_warn("dropping peer fd %d (pid %u): %s", c->fd, c->pid, why);
+                    aggmgr__conn_close(am, i);
+                    continue;
+                }
+            }
+            if ((pfds[i + 1].revents & ~POLLOUT) == 0) {
                 continue;
             }
-            if (aggmgr__conn_read(am, &am->conns[i]) != AGG_OK) {
+            if (aggmgr__conn_read(am, c) != AGG_OK) {
                 aggmgr__conn_close(am, i);
             }
         }

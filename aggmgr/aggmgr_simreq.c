@@ -111,9 +111,8 @@ agg_status_t aggmgr_sim_request(aggmgr_t *am, int sim, uint16_t type, const void
     do {
         txid = ++am->next_txid;
     } while (txid == 0); /* 0 is a message nobody asked for */
-    /* the socket takes a request whole; only a switchsim that stopped reading
-       can hold this up, for at most the I/O timeout */
-    st = agg_msg_send(am->sims[sim].fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
+    /* queued when the socket is full: nothing here waits on the switchsim */
+    st = aggmgr_conn_send(am, am->sims[sim].fd, type, txid, body, len);
     if (st != AGG_OK) {
         agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(type), am->sims[sim].id,
                   agg_status_string(st));
@@ -250,13 +249,13 @@ static agg_status_t aggmgr__sim_report(aggmgr_t *am, int sim, const agg_msg_hdr_
     for (peer = 0; peer < am->num_sims; ++peer) {
         if (peer != sim && am->sims[peer].fd >= 0 &&
             strcmp(am->sims[peer].data_addr, rep.addr) == 0) {
-            n = aggmgr_groups_across(am, sim, peer, groups, sizeof(groups));
+            n = aggmgr_groups_across(am, sim, peer, 1, groups, sizeof(groups));
             break;
         }
     }
     agg_error("switchsim %u (%s) reports its link to %s%s broke: %s; %u groups across it "
-              "(job/group: %s) time out until a new group remakes it", s->id, s->host,
-              rep.addr, peer < am->num_sims ? "" : " (no registered switchsim)",
+              "dropped (job/group: %s); a job's next group makes the link again", s->id,
+              s->host, rep.addr, peer < am->num_sims ? "" : " (no registered switchsim)",
               agg_status_string((agg_status_t)rep.status), n, n ? groups : "none");
     return AGG_OK;
 }

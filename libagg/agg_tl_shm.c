@@ -222,6 +222,9 @@ static agg_status_t agg__tl_shm_post(void *tlp, const agg_tl_frag_t *f)
     agg_dp_contrib_t c;
     agg_status_t st;
 
+    if (__atomic_load_n(&t->seg->dead, __ATOMIC_ACQUIRE)) {
+        return AGG_OK; /* taken, to fail at complete(): the group is gone */
+    }
     agg__tl_shm_contrib(f, &c);
     if (t->staged) {
         agg__tl_shm_stage(t, f);

@@ -28,7 +28,8 @@
  * which say so in their HELLO (channel AGG_NET_PEER).
  *
  * Off loopback every connection first proves the shared secret
- * (agg/auth.h). Nothing is allocated per fragment: a connection's buffers
+ * (agg/auth.h). A new connection's secret and HELLO are checked on a thread
+ * of its own, so a peer that says nothing holds up nobody. Nothing is allocated per fragment: a connection's buffers
  * are sized for its group's payload when it joins.
  */
 #include "switchsim.h"
@@ -51,6 +52,7 @@
 
 #define SWITCHSIM_NET_MAX_CONNS 1024
 #define SWITCHSIM_NET_MAX_LINKS 64
+#define SWITCHSIM_NET_MAX_JOINS 64    /* connections proving the secret at once */
 #define SWITCHSIM_NET_MAX_MSG   (2u * (64u << 20) + 64u) /* a SAT chunk of accumulators */
 #define SWITCHSIM_NET_SEND_MS   10000 /* a socket that takes nothing for this long (10 s) is cut off */
 #define SWITCHSIM_NET_TXQ_FIRST 64u   /* messages a queue holds at first... */
@@ -80,7 +82,16 @@ typedef struct switchsim_txq {
     size_t           narrow_cap;
 } switchsim_txq_t;
 
+enum {
+    SWITCHSIM_CONN_FREE = 0,    /* no socket */
+    SWITCHSIM_CONN_JOINING,     /* its join thread checks the secret and the HELLO */
+    SWITCHSIM_CONN_LIVE,        /* joined: the data port's thread serves it */
+    SWITCHSIM_CONN_REFUSED      /* the join failed: the data port's thread closes it */
+};
+
 typedef struct switchsim_conn {
+    struct switchsim_net *net;
+    int             state;      /* SWITCHSIM_CONN_* (atomic) */
     int             fd;         /* -1: free */
     uint32_t        gen;        /* bumped at every use, so stale bindings miss */
     pthread_mutex_t tx_lock;    /* results are sent by several threads */
@@ -121,6 +132,7 @@ struct switchsim_net {
     int               num_links;
     agg_dp_counters_t ctr;      /* this thread's driving */
     agg_dp_driver_t   drv;
+    int               joining;  /* join threads running (atomic) */
     int               wake_fd;  /* an eventfd: another thread queued something */
     int               woken;    /* it was written and not read yet (atomic) */
 };
@@ -299,6 +311,7 @@ static void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, con
     c->gen++;
     switchsim__txq_drop(&c->txq);
     pthread_mutex_unlock(&c->tx_lock);
+    __atomic_store_n(&c->state, SWITCHSIM_CONN_FREE, __ATOMIC_RELEASE);
     c->rx_len  = 0;
     c->stalled = 0;
     (void)net;
@@ -382,11 +395,11 @@ int switchsim_net_broken(switchsim_t *sim, char *addr, size_t len, int32_t *why)
     return found;
 }
 
-/* Under l->lock: the link goes; groups across it time out until it is made again. */
+/* Under l->lock: the link goes; the next group configured over it makes it again. */
 static void switchsim__link_break(switchsim_link_t *l, agg_status_t st, const char *why)
 {
-    agg_error("link to switchsim %s broke (%s): groups across it time out until it "
-              "is made again", l->addr, why);
+    agg_error("link to switchsim %s broke (%s): aggmgr is told, and drops the groups "
+              "across it", l->addr, why);
     close(l->fd);
     l->fd    = -1;
     l->broke = st; /* the control thread tells aggmgr */
@@ -599,9 +612,14 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     } else {
         uint32_t bound = __atomic_load_n(&g->member_conn[hello.channel], __ATOMIC_ACQUIRE);
 
-        if (bound != 0 && net->conns[bound - 1].fd >= 0 &&
-            net->conns[bound - 1].gen == g->member_gen[hello.channel]) {
-            st = AGG_ERR_GROUP_JOIN; /* the channel is someone's already */
+        if (bound != 0) {
+            switchsim_conn_t *o = &net->conns[bound - 1];
+
+            pthread_mutex_lock(&o->tx_lock);
+            if (o->fd >= 0 && o->gen == g->member_gen[hello.channel]) {
+                st = AGG_ERR_GROUP_JOIN; /* the channel is someone's already */
+            }
+            pthread_mutex_unlock(&o->tx_lock);
         }
     }
     if (st == AGG_OK) {
@@ -634,24 +652,52 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     return st;
 }
 
+/*
+ * A new connection's join, on a thread of its own so that a peer slow to
+ * prove the secret or to say HELLO holds up nobody: the data port's thread
+ * serves the connection once it is LIVE, or closes it once REFUSED.
+ */
+static void *switchsim__net_join_main(void *arg)
+{
+    switchsim_conn_t *c = arg;
+    switchsim_net_t *net = c->net;
+    int timeout = (int)agg_conf_int(&net->sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS), state;
+
+    if (switchsim__net_join(net, c, timeout) == AGG_OK) {
+        fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+        agg_debug("%s %u of group %u joined over TCP from %s", c->is_peer ? "link" : "member",
+                  c->channel, c->group_id, c->peer);
+        state = SWITCHSIM_CONN_LIVE;
+    } else {
+        state = SWITCHSIM_CONN_REFUSED;
+    }
+    __atomic_store_n(&c->state, state, __ATOMIC_RELEASE);
+    switchsim__wake(net);
+    __atomic_sub_fetch(&net->joining, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
 static void switchsim__net_accept(switchsim_net_t *net)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     switchsim_conn_t *c = NULL;
-    int fd, i, timeout;
+    pthread_attr_t attr;
+    pthread_t th;
+    int fd, i, rc;
 
     fd = accept4(net->listen_fd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
     if (fd < 0) {
         return;
     }
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS && c == NULL; ++i) {
-        if (net->conns[i].fd < 0) {
+        if (__atomic_load_n(&net->conns[i].state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_FREE) {
             c = &net->conns[i];
         }
     }
-    if (c == NULL) {
-        agg_warn("data port: %d connections already; refusing one", SWITCHSIM_NET_MAX_CONNS);
+    if (c == NULL || __atomic_load_n(&net->joining, __ATOMIC_ACQUIRE) >= SWITCHSIM_NET_MAX_JOINS) {
+        agg_warn("data port: %s; refusing a connection", c == NULL ?
+                 "every connection is taken" : "too many connections joining at once");
         close(fd);
         return;
     }
@@ -662,21 +708,25 @@ static void switchsim__net_accept(switchsim_net_t *net)
     switchsim__txq_free(&c->txq);
     c->rx_len = c->tx_cap = 0;
     c->is_peer = 0;
+    c->stalled = 0;
     c->off_loopback = net->off_loopback && !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
     c->fd = fd;
     c->gen++;
     pthread_mutex_unlock(&c->tx_lock);
     agg_sock_addr_string((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
     agg_net_tune(fd);
-    /* a member joins once per group: blocking here, briefly, is fine */
-    timeout = (int)agg_conf_int(&net->sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS);
-    if (switchsim__net_join(net, c, timeout) != AGG_OK) {
+    c->net   = net;
+    c->state = SWITCHSIM_CONN_JOINING;
+    __atomic_add_fetch(&net->joining, 1, __ATOMIC_ACQ_REL);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&th, &attr, switchsim__net_join_main, c);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        agg_warn("data port: no thread for the join of %s: %s", c->peer, strerror(rc));
+        __atomic_sub_fetch(&net->joining, 1, __ATOMIC_RELEASE);
         switchsim__conn_close(net, c, NULL);
-        return;
     }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    agg_debug("member %u of group %u joined over TCP from %s", c->channel, c->group_id,
-              c->peer);
 }
 
 /* ---- fragments ---------------------------------------------------------- */
@@ -918,8 +968,12 @@ static void *switchsim__net_main(void *arg)
         pfds[1] = (struct pollfd){.fd = net->wake_fd, .events = POLLIN};
         for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
             switchsim_conn_t *c = &net->conns[i];
+            int state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 
-            if (c->fd < 0) {
+            if (state == SWITCHSIM_CONN_REFUSED) {
+                switchsim__conn_close(net, c, NULL);
+            }
+            if (state != SWITCHSIM_CONN_LIVE) {
                 continue;
             }
             stalled |= c->stalled;
@@ -1091,6 +1145,20 @@ void switchsim_net_stop(switchsim_t *sim)
     __atomic_store_n(&sim->stop, 1, __ATOMIC_RELEASE);
     if (net->started) {
         pthread_join(net->thread, NULL);
+    }
+    /* joins still going end at their next read: their sockets are shut */
+    for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
+        if (__atomic_load_n(&net->conns[i].state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_JOINING) {
+            shutdown(net->conns[i].fd, SHUT_RDWR);
+        }
+    }
+    for (i = 0; __atomic_load_n(&net->joining, __ATOMIC_ACQUIRE) > 0; ++i) {
+        if (i == 5000) { /* 5 s: a join stuck past its own timeouts */
+            agg_warn("data port: %d joins still running at exit",
+                     __atomic_load_n(&net->joining, __ATOMIC_ACQUIRE));
+            return; /* net stays: they may still touch it */
+        }
+        usleep(1000);
     }
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
         switchsim__conn_close(net, &net->conns[i], NULL);

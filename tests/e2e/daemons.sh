@@ -163,5 +163,22 @@ SHARP_COLL_LOG_LEVEL=4 SHARP_COLL_LOG_LEVLE=1 "$BIN/agg_info" -c >"$TMP/info" 2>
 grep -q "SHARP_COLL_LOG_LEVEL" "$TMP/info" || fail "agg_info -c misses SHARP_COLL_LOG_LEVEL"
 grep -A3 "^log_level" "$TMP/info" | grep -q "env SHARP_COLL_LOG_LEVEL" || fail "agg_info -c does not say the value came from the environment"
 grep -q "did you mean SHARP_COLL_LOG_LEVEL" "$TMP/info.err" || { cat "$TMP/info.err"; fail "no suggestion for a misspelt variable"; }
+# aggmgr never waits on a peer: one that asks and reads none of the answers
+# has them queued while the loop answers another at once, and is dropped
+# once its socket takes nothing for 2 s
+if command -v python3 >/dev/null; then
+    "$BIN/aggmgr" --topology "$DATA/fabric_2l.topo" --listen 127.0.0.1:0 --ready-fd 3 \
+        3>"$TMP/flood.ready" >"$TMP/flood_mgr.log" 2>&1 &
+    mgr=$!
+    for _ in $(seq 250); do grep -q : "$TMP/flood.ready" && break; sleep 0.02; done
+    python3 "$(dirname "$0")/mgr_flood.py" "$(head -1 "$TMP/flood.ready")" >"$TMP/flood.out" 2>&1 ||
+        { cat "$TMP/flood.out" "$TMP/flood_mgr.log"; kill $mgr; fail "aggmgr waited on a peer that reads nothing"; }
+    cat "$TMP/flood.out"
+    grep -Eq "dropping peer fd [0-9]+ \(pid 4242\): it read nothing|pid 4242\) reads nothing" \
+        "$TMP/flood_mgr.log" || { cat "$TMP/flood_mgr.log"; kill $mgr; fail "aggmgr did not say why it dropped the peer"; }
+    kill $mgr
+    wait $mgr || true
+fi
+
 check_clean "$TMP"/*
 echo "PASS"

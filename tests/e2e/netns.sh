@@ -271,12 +271,45 @@ echo "a job on ${P}1 was served while a STATS waited on the stopped switchsim of
 sleep 0.5
 in_ns 2 "$BIN/agg_info" -S >"$TMP/stats2.out" 2>&1 || { cat "$TMP/stats2.out"; fail "STATS after the switchsim went on"; }
 
+# a link between switchsims breaks (aggh1's leaf to the spine, killed under
+# it with ss -K): the leaf tells aggmgr at its next send, aggmgr drops the
+# groups across it (their members fail at once and the shim's host
+# algorithms take over, results right), and the next job's group makes the
+# link again. (Out-of-place calls: an in-place one that fails in the network
+# cannot be redone, as part of its buffer may hold results; the shim says so.)
+if command -v ss >/dev/null && in_ns 1 ss -K dst "$(ip_of 0)" dport = :7126 >/dev/null 2>&1; then
+    run linkdown -x SHARP_COLL_ENABLE_SAT=0 -- "$BIN/agg_link_bytes" -n 3 -s 4096,65536
+    grep -q "every result right" "$TMP/linkdown.out" || { cat "$TMP/linkdown.out"; fail "a broken link: wrong results"; }
+    grep -Eq "^agg_stats: allreduce .*network_error=[1-9]" "$TMP/linkdown.out" ||
+        { grep agg_stats "$TMP/linkdown.out"; fail "a broken link: no call saw it"; }
+    grep -Eq "reports its link to $(ip_of 0):7126 broke: .* [1-9][0-9]* groups across it dropped" \
+        "$TMP/mgr.log" || { tail -20 "$TMP/mgr.log"; fail "aggmgr did not drop the groups across the broken link"; }
+    run relink -x SHARP_COLL_ENABLE_SAT=0 -- "$BIN/allreduce_check" --max-count 4096
+    expect_clean "$TMP/relink.out" allreduce_check "after a broken link: wrong results"
+    grep -Eq "^agg_stats: allreduce calls=[0-9]+ llt=[1-9]" "$TMP/relink.out" ||
+        { grep agg_stats "$TMP/relink.out"; fail "after a broken link: nothing offloaded (the link not made again)"; }
+    echo "a broken link: its groups dropped, results right, the next job offloaded again"
+else
+    echo "SKIP (broken link): ss -K cannot kill sockets here"
+fi
+
 # layout B: one switchsim on the head hosts every switch; ranks reach it over TCP
 stop_sims
-start_sim 0 all simall 7127 # a new port: the old one may linger in TIME_WAIT
+# (a new port: the old one may linger in TIME_WAIT.) It gives a joining peer
+# 60 s to prove the secret, and one that connects and says nothing meanwhile
+# holds up nobody: the ranks (3 s to join) get in beside it
+AGG_CONNECT_TIMEOUT_MS=60000 start_sim 0 all simall 7127
+in_ns 3 bash -c 'exec 5<>/dev/tcp/$0/7127 && exec sleep 60' "$(ip_of 0)" &
+silent=$!
+sleep 0.3
 run tcp_llt -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
     -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- "$BIN/allreduce_check" --max-count $((MAX_COUNT / 16))
 expect_clean "$TMP/tcp_llt.out" allreduce_check "ranks over TCP: wrong results"
+grep -Eq "^agg_stats: allreduce calls=[0-9]+ llt=[1-9]" "$TMP/tcp_llt.out" ||
+    { grep agg_stats "$TMP/tcp_llt.out"; fail "ranks over TCP (a silent peer beside them): nothing offloaded"; }
+kill -0 $silent 2>/dev/null || fail "the silent peer was gone before the ranks were done"
+kill $silent
+wait $silent 2>/dev/null || true # killed
 bytes bytes_b "layout B (every switch in one switchsim on the head, ranks over TCP)"
 
 # the daemons' own reports (a sanitizer's among them)

@@ -1412,6 +1412,46 @@ static void test_sim_lost(void **state)
     free_mgr(am);
 }
 
+/*
+ * A link between two switchsims broke: the groups across it go, their parts
+ * torn down and their resources back, and the job makes new ones. (One
+ * switchsim here: every group is "across" it and itself.)
+ */
+static void test_groups_dropped_across(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(4, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[4] = {0, 1, 2, 3};
+    aggmgr_group_t *g;
+    aggmgr_job_t *job;
+    char list[64];
+    int i;
+
+    (void)state;
+    req.flags = AGG_JOB_F_SAT;
+    assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
+    job = find_job(am, rep.job_id);
+    for (i = 0; i < 2; ++i) {
+        assert_int_equal(group_create(am, 5, rep.job_id, ranks, 4, AGG_GROUP_F_SAT, &g),
+                         AGG_OK);
+    }
+    /* counted, not dropped */
+    assert_int_equal(aggmgr_groups_across(am, 0, 0, 0, list, sizeof(list)), 2);
+    assert_int_equal(job->num_groups, 2);
+    assert_non_null(strchr(list, ','));
+    assert_int_equal(aggmgr_groups_across(am, 0, 0, 1, list, sizeof(list)), 2);
+    assert_int_equal(job->num_groups, 0);
+    assert_int_equal(job->osts_used, 0);
+    assert_int_equal(used_flows(am), 0);
+    check_counts(am);
+    assert_int_equal(fake_live(fs), 0); /* every part torn down */
+    /* the switchsim stays: the job goes on with a new group */
+    assert_int_equal(group_create(am, 5, rep.job_id, ranks, 4, 0, &g), AGG_OK);
+    assert_int_equal(job->num_groups, 1);
+    free_mgr_sim(am, fs);
+}
 
 /* Starts a group and comes back at once; c sees how it ends. */
 static void start_group(aggmgr_t *am, int fd, uint32_t job_id, const uint32_t *ranks, uint32_t n,
@@ -1596,7 +1636,7 @@ static void test_sim_report(void **state)
     hdr.type = AGG_MSG_GROUP_CONFIG_REPLY;
     assert_int_equal(aggmgr_sim_message(am, 0, &hdr, body), AGG_OK);
     assert_int_equal(am->sims[0].reports, 1);
-    assert_int_equal(aggmgr_groups_across(am, 0, 0, list, sizeof(list)), 0);
+    assert_int_equal(aggmgr_groups_across(am, 0, 0, 0, list, sizeof(list)), 0);
     assert_string_equal(list, "");
     free_mgr_sim(am, fs);
 }
@@ -1621,6 +1661,7 @@ int main(void)
         cmocka_unit_test(test_group_sat_no_sat_tree),
         cmocka_unit_test(test_group_sat_refused),
         cmocka_unit_test(test_sim_lost),
+        cmocka_unit_test(test_groups_dropped_across),
         cmocka_unit_test(test_group_answers_any_order),
         cmocka_unit_test(test_group_gone_while_laid_out),
         cmocka_unit_test(test_group_sim_lost_while_laid_out),
