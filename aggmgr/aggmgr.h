@@ -261,8 +261,9 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim);
 
 /*
  * Groups with parts on both switchsims a and b (indexes into sims): their
- * count, and "job/group" of the first few in list. With drop, they go (a
- * link between a and b broke): their parts are torn down everywhere.
+ * count, and "job/group" of the first few in list (len 0: none). With
+ * drop, they go (a link between a and b broke; a == b: switchsim a went):
+ * their parts are torn down everywhere.
  */
 unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len);
 

@@ -907,29 +907,14 @@ static int aggmgr__group_on(const aggmgr_group_t *g, int sim)
 void aggmgr_sim_lost(aggmgr_t *am, int sim)
 {
     aggmgr_sim_t *s = &am->sims[sim];
-    aggmgr_job_t *job;
-    aggmgr_group_t **pp, *g;
-    unsigned lost = 0;
+    unsigned lost;
     int i;
 
     /* its groups first, while its fd still tells which teardowns to skip;
        what it was asked and never answered fails now */
     s->fd = -1;
     aggmgr_sim_fail_all(am, sim, AGG_ERR_NO_SWITCHSIM);
-    for (job = am->jobs; job != NULL; job = job->next) {
-        for (pp = &job->groups; (g = *pp) != NULL;) {
-            if (!aggmgr__group_on(g, sim)) {
-                pp = &g->next;
-                continue;
-            }
-            *pp = g->next;
-            if (g->op != NULL && g->op->status == AGG_OK) {
-                g->op->status = AGG_ERR_NO_SWITCHSIM; /* what its creator hears */
-            }
-            aggmgr__group_free(am, job, g);
-            lost++;
-        }
-    }
+    lost = aggmgr_groups_across(am, sim, sim, 1, NULL, 0); /* the groups on it */
     for (i = 0; i < am->topo.num_nodes; ++i) {
         if (am->ans[i].sim == sim) {
             am->ans[i].sim = -1;
@@ -968,12 +953,11 @@ unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, 
                 pp = &g->next;
                 continue;
             }
-            /* as when a switchsim goes: its parts everywhere are torn down, so
-               members fail at once rather than time out, and the job's next
-               group makes the link again */
+            /* its parts everywhere are torn down, so members fail at once
+               rather than time out, and the job's next group makes them again */
             *pp = g->next;
             if (g->op != NULL && g->op->status == AGG_OK) {
-                g->op->status = AGG_ERR_NO_SWITCHSIM;
+                g->op->status = AGG_ERR_NO_SWITCHSIM; /* what its creator hears */
             }
             aggmgr__group_free(am, job, g);
         }
