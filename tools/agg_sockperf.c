@@ -11,11 +11,24 @@
  * The receiver reads into one buffer and answers with the byte count when
  * the sender closes its side; the sender's time ends with that answer, so
  * the figure is bytes delivered, not bytes buffered.
+ *
+ *   agg_sockperf -s HOST:PORT -e [-T]         echo: send back what comes in
+ *   agg_sockperf -c HOST:PORT -e [-T] [-t SEC] [-b BYTES] [-w WINDOW]
+ *                                             send and receive the echo at
+ *                                             once (at most WINDOW bytes
+ *                                             unanswered), print GB/s each way
+ *
+ * The echo is what the TCP transport does with one member (its buffer up,
+ * the result back): by default one thread at each end does both directions,
+ * as the transport's do; -T gives each end a thread per direction, the bound
+ * of a design with a sending and a receiving thread.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +67,224 @@ static int resolve(const char *addr, struct sockaddr_storage *ss, socklen_t *len
     return 0;
 }
 
-static int serve(const char *addr, size_t bufsize)
+
+static int send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, p, n, 0);
+
+        if (k <= 0) {
+            perror("agg_sockperf: send");
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* The echo with a thread per direction: a ring between the reading thread
+   and the writing one (or, at the client, the count of bytes unanswered). */
+typedef struct {
+    int             fd;
+    char           *ring;
+    size_t          size, chunk;
+    uint64_t        in, out; /* bytes read into the ring, written out of it */
+    int             eof, err;
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+} echo_t;
+
+static void *echo_writer(void *arg)
+{
+    echo_t *e = arg;
+
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        size_t off, n;
+
+        while (e->out == e->in && !e->eof && !e->err) {
+            pthread_cond_wait(&e->cv, &e->mu);
+        }
+        if (e->out == e->in || e->err) {
+            break;
+        }
+        off = (size_t)(e->out % e->size);
+        n   = (size_t)(e->in - e->out);
+        if (n > e->size - off) {
+            n = e->size - off;
+        }
+        pthread_mutex_unlock(&e->mu);
+        if (send_all(e->fd, e->ring + off, n) != 0) {
+            pthread_mutex_lock(&e->mu);
+            e->err = 1;
+            pthread_cond_broadcast(&e->cv);
+            break;
+        }
+        pthread_mutex_lock(&e->mu);
+        e->out += n;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+static uint64_t echo_serve(int fd, size_t bufsize, int threaded)
+{
+    uint64_t total = 0;
+    ssize_t n;
+
+    if (!threaded) {
+        char *buf = malloc(bufsize);
+
+        while (buf != NULL && (n = recv(fd, buf, bufsize, 0)) > 0 &&
+               send_all(fd, buf, (size_t)n) == 0) {
+            total += (uint64_t)n;
+        }
+        free(buf);
+    } else {
+        echo_t e = {.fd = fd, .size = 8 * bufsize, .chunk = bufsize};
+        pthread_t th;
+
+        e.ring = malloc(e.size);
+        pthread_mutex_init(&e.mu, NULL);
+        pthread_cond_init(&e.cv, NULL);
+        pthread_create(&th, NULL, echo_writer, &e);
+        for (;;) {
+            size_t off, room;
+
+            pthread_mutex_lock(&e.mu);
+            while (e.in - e.out == e.size && !e.err) {
+                pthread_cond_wait(&e.cv, &e.mu);
+            }
+            if (e.err) {
+                pthread_mutex_unlock(&e.mu);
+                break;
+            }
+            off  = (size_t)(e.in % e.size);
+            room = e.size - (size_t)(e.in - e.out);
+            pthread_mutex_unlock(&e.mu);
+            if (room > e.size - off) {
+                room = e.size - off;
+            }
+            if (room > e.chunk) {
+                room = e.chunk;
+            }
+            n = recv(fd, e.ring + off, room, 0);
+            pthread_mutex_lock(&e.mu);
+            if (n <= 0) {
+                e.eof = 1;
+                pthread_cond_broadcast(&e.cv);
+                pthread_mutex_unlock(&e.mu);
+                break;
+            }
+            e.in += (uint64_t)n;
+            total += (uint64_t)n;
+            pthread_cond_broadcast(&e.cv);
+            pthread_mutex_unlock(&e.mu);
+        }
+        pthread_join(th, NULL);
+        free(e.ring);
+    }
+    shutdown(fd, SHUT_WR);
+    return total;
+}
+
+/* client, threaded: this thread receives the echo, e->in counts it */
+static void *echo_receiver(void *arg)
+{
+    echo_t *e = arg;
+    ssize_t n;
+
+    while ((n = recv(e->fd, e->ring, e->chunk, 0)) > 0) {
+        pthread_mutex_lock(&e->mu);
+        e->in += (uint64_t)n;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+    }
+    pthread_mutex_lock(&e->mu);
+    e->eof = 1;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* Sends for `seconds` with at most `window` bytes unanswered; returns the
+   bytes echoed back (all that was sent, or 0 on error). */
+static uint64_t echo_drive(int fd, char *buf, size_t bufsize, size_t window, double seconds,
+                           int threaded)
+{
+    uint64_t sent = 0, got = 0;
+    double t0 = now();
+
+    if (threaded) {
+        echo_t e = {.fd = fd, .ring = malloc(bufsize), .chunk = bufsize};
+        pthread_t th;
+
+        pthread_mutex_init(&e.mu, NULL);
+        pthread_cond_init(&e.cv, NULL);
+        pthread_create(&th, NULL, echo_receiver, &e);
+        while (now() - t0 < seconds) {
+            int eof;
+
+            pthread_mutex_lock(&e.mu);
+            while (sent - e.in + bufsize > window && !e.eof) {
+                pthread_cond_wait(&e.cv, &e.mu);
+            }
+            eof = e.eof;
+            pthread_mutex_unlock(&e.mu);
+            if (eof || send_all(fd, buf, bufsize) != 0) {
+                break;
+            }
+            sent += bufsize;
+        }
+        shutdown(fd, SHUT_WR);
+        pthread_join(th, NULL);
+        got = e.in;
+        free(e.ring);
+    } else {
+        char *rbuf = malloc(bufsize);
+        size_t part = 0; /* of the chunk being sent */
+        int writing = 1;
+
+        for (;;) {
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            ssize_t n;
+
+            if (writing && now() - t0 >= seconds && part == 0) {
+                shutdown(fd, SHUT_WR);
+                writing = 0;
+            }
+            if (writing && sent + bufsize - got <= window) {
+                pfd.events |= POLLOUT;
+            }
+            if (poll(&pfd, 1, 10000) <= 0) {
+                break;
+            }
+            if (pfd.revents & POLLIN) {
+                n = recv(fd, rbuf, bufsize, MSG_DONTWAIT);
+                if (n <= 0) {
+                    break;
+                }
+                got += (uint64_t)n;
+            }
+            if (pfd.revents & POLLOUT) {
+                n = send(fd, buf + part, bufsize - part, MSG_DONTWAIT);
+                if (n > 0) {
+                    part += (size_t)n;
+                    if (part == bufsize) {
+                        part = 0;
+                        sent += bufsize;
+                    }
+                }
+            }
+        }
+        free(rbuf);
+    }
+    return got == sent ? got : 0;
+}
+
+static int serve(const char *addr, size_t bufsize, int echo, int threaded)
 {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -79,10 +309,14 @@ static int serve(const char *addr, size_t bufsize)
         perror("agg_sockperf: accept");
         return 2;
     }
-    while ((n = recv(fd, buf, bufsize, 0)) > 0) {
-        total += (uint64_t)n;
+    if (echo) {
+        total = echo_serve(fd, bufsize, threaded);
+    } else {
+        while ((n = recv(fd, buf, bufsize, 0)) > 0) {
+            total += (uint64_t)n;
+        }
     }
-    if (send(fd, &total, sizeof(total), 0) != (ssize_t)sizeof(total)) {
+    if (!echo && send(fd, &total, sizeof(total), 0) != (ssize_t)sizeof(total)) {
         perror("agg_sockperf: send");
     }
     printf("received %llu bytes\n", (unsigned long long)total);
@@ -92,7 +326,8 @@ static int serve(const char *addr, size_t bufsize)
     return 0;
 }
 
-static int drive(const char *addr, double seconds, size_t bufsize)
+static int drive(const char *addr, double seconds, size_t bufsize, size_t window, int echo,
+                 int threaded)
 {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -118,6 +353,20 @@ static int drive(const char *addr, double seconds, size_t bufsize)
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     t0 = now();
+    if (echo) {
+        sent = echo_drive(fd, buf, bufsize, window, seconds, threaded);
+        t1   = now();
+        if (sent == 0) {
+            fprintf(stderr, "agg_sockperf: the echo did not all come back\n");
+            return 1;
+        }
+        printf("agg_sockperf: echo%s: %llu bytes each way in %.3f s: %.3f GB/s each way\n",
+               threaded ? " (a thread per direction)" : "", (unsigned long long)sent, t1 - t0,
+               (double)sent / (t1 - t0) / 1e9);
+        close(fd);
+        free(buf);
+        return 0;
+    }
     while (now() - t0 < seconds) {
         ssize_t n = send(fd, buf, bufsize, 0);
 
@@ -145,21 +394,26 @@ int main(int argc, char **argv)
 {
     const char *server = NULL, *client = NULL;
     double seconds = 3;
-    size_t bufsize = 4u << 20;
-    int opt;
+    size_t bufsize = 4u << 20, window = 16u << 20;
+    int opt, echo = 0, threaded = 0;
 
-    while ((opt = getopt(argc, argv, "s:c:t:b:")) != -1) {
+    while ((opt = getopt(argc, argv, "s:c:t:b:w:eT")) != -1) {
         switch (opt) {
         case 's': server = optarg; break;
         case 'c': client = optarg; break;
         case 't': seconds = atof(optarg); break;
         case 'b': bufsize = strtoull(optarg, NULL, 0); break;
+        case 'w': window = strtoull(optarg, NULL, 0); break;
+        case 'e': echo = 1; break;
+        case 'T': threaded = 1; break;
         default: server = client = NULL; break;
         }
     }
-    if ((server == NULL) == (client == NULL) || bufsize == 0) {
-        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT | -c HOST:PORT [-t SEC] [-b BYTES]\n");
+    if ((server == NULL) == (client == NULL) || bufsize == 0 || window < bufsize) {
+        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T]] | -c HOST:PORT [-e [-T]] "
+                        "[-t SEC] [-b BYTES] [-w WINDOW >= BYTES]\n");
         return 2;
     }
-    return server != NULL ? serve(server, bufsize) : drive(client, seconds, bufsize);
+    return server != NULL ? serve(server, bufsize, echo, threaded)
+                          : drive(client, seconds, bufsize, window, echo, threaded);
 }

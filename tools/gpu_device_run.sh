@@ -3,7 +3,8 @@
 # in a copy of this tree, with .device-deps carried: tools/device_deps.sh
 # fetches it here first):
 #   bash tools/gpu_device_run.sh [build|check|bench|netns|all]   (default all;
-#   netns: tests/e2e/netns.sh on the device's host, not part of all)
+#   netns: tests/e2e/netns.sh on the device's host, netns-bw: its TCP
+#   bandwidth part alone with every thread's CPU each second; not part of all)
 # Builds with the CUDA backend, then checks device buffers through libagg and
 # through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
 # device switching between calls, and measures the kernels, the staged
@@ -117,13 +118,28 @@ do_netns() { # issue 8's test across hosts on network namespaces, with iproute2 
     STEP_TIMEOUT=540 step netns bash "$here/tests/e2e/netns.sh" "$build"
 }
 
+do_netns_bw() { # the TCP transport's bandwidth alone, with every thread's CPU sampled
+    deps
+    export PATH=$SYS/bin:$SYS/sbin:$SYS/usr/bin:$SYS/usr/sbin:$PATH
+    export LD_LIBRARY_PATH=$SYS/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
+    top -H -b -d 1 -n 200 -w 250 >"$logs/top.raw" 2>&1 &
+    local top=$!
+    NETNS_BW_ONLY=1 STEP_TIMEOUT=400 step netns_bw bash "$here/tests/e2e/netns.sh" "$build"
+    kill $top 2>/dev/null
+    # threads over 5% in each second of the run
+    awk '/^top -/ {t++} $NF ~ /switchsim|agg_|mpirun|prterun|ksoftirq|sockperf/ && $9 + 0 > 5 \
+        {print t, $1, $9, $NF}' "$logs/top.raw" >"$logs/threads.log"
+    cat "$logs/netns_bw.log"
+}
+
 case $what in
     build) do_build ;;
     check) do_check ;;
     bench) do_bench ;;
     netns) do_build && do_netns ;;
+    netns-bw) do_build && do_netns_bw ;;
     all) do_build && { do_check; do_bench; } ;;
-    *) echo "usage: $0 [build|check|bench|netns|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|check|bench|netns|netns-bw|all]" >&2; exit 2 ;;
 esac
 printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
 # one file back for every log (the device tool returns at most 8 files)

@@ -124,10 +124,10 @@ grep -q : "$TMP/mgr.ready" || { cat "$TMP/mgr.log"; fail "aggmgr did not start i
 # link. Raw: one socket one way, and two at once, one each way (what the
 # transport does), N-byte writes for 2 s each.
 bandwidth() {
-    sockperf() { # SERVER_NS CLIENT_NS PORT OUT
-        bg_ns "$1" "$BIN/agg_sockperf" -s "$(ip_of "$1"):$3" >"$4.srv" 2>&1 &
+    sockperf() { # SERVER_NS CLIENT_NS PORT OUT [OPTIONS for both ends]
+        bg_ns "$1" "$BIN/agg_sockperf" -s "$(ip_of "$1"):$3" "${@:5}" >"$4.srv" 2>&1 &
         local srv=$!
-        in_ns "$2" "$BIN/agg_sockperf" -c "$(ip_of "$1"):$3" -t 2 >"$4" 2>&1 ||
+        in_ns "$2" "$BIN/agg_sockperf" -c "$(ip_of "$1"):$3" -t 2 "${@:5}" >"$4" 2>&1 ||
             { cat "$4" "$4.srv"; fail "agg_sockperf failed"; }
         wait $srv
     }
@@ -136,10 +136,20 @@ bandwidth() {
     up=$!
     sockperf 1 0 7997 "$TMP/rawdown"
     wait $up || fail "agg_sockperf failed"
-    gbps() { awk '/GB\/s/ {print $(NF-1)}' "$1"; }
+    gbps() { awk '/GB\/s/ {print $(NF - 1 - 2 * ($NF == "way"))}' "$1"; }
     raw1=$(gbps "$TMP/raw1")
     raw2=$(awk -v a="$(gbps "$TMP/rawup")" -v b="$(gbps "$TMP/rawdown")" 'BEGIN {print a + b}')
     echo "raw sockets aggh1 <-> aggh0: one way $raw1 GB/s; both ways at once $raw2 GB/s in all"
+    # the transport's pattern on a raw socket: 256 KiB writes echoed back, 1 MiB
+    # unanswered at most (the default SAT pipeline; NETNS_ECHO_SWEEP="BYTES:WINDOW
+    # ..." other sizes), one thread at each end for both directions, then a
+    # thread per direction
+    for e in ${NETNS_ECHO_SWEEP:-262144:1048576}; do
+        sockperf 0 1 7996 "$TMP/echo1" -e -b "${e%%:*}" -w "${e#*:}"
+        sockperf 0 1 7995 "$TMP/echo2" -e -T -b "${e%%:*}" -w "${e#*:}"
+        echo "raw echo aggh1 -> aggh0 -> aggh1, $e: one thread an end $(gbps "$TMP/echo1") GB/s" \
+            "each way; a thread per direction $(gbps "$TMP/echo2") GB/s each way"
+    done
     # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
     # defaults when unset); NETNS_BW_X="-x VAR=VALUE ..." gives the rank more
     # settings, and then its output's lines matching NETNS_BW_GREP (default:
