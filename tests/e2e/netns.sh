@@ -149,6 +149,7 @@ bandwidth() {
         sockperf 0 1 7995 "$TMP/echo2" -e -T -b "${e%%:*}" -w "${e#*:}"
         echo "raw echo aggh1 -> aggh0 -> aggh1, $e: one thread an end $(gbps "$TMP/echo1") GB/s" \
             "each way; a thread per direction $(gbps "$TMP/echo2") GB/s each way"
+        [ -n "${rawe:-}" ] || rawe=$(gbps "$TMP/echo1")
     done
     # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
     # defaults when unset); NETNS_BW_X="-x VAR=VALUE ..." gives the rank more
@@ -163,9 +164,9 @@ bandwidth() {
             "$BIN/agg_link_bytes" -n 10 -s 16777216,67108864
         grep -q "every result right" "$TMP/tcp_bw.out" || { cat "$TMP/tcp_bw.out"; fail "tcp_bw: wrong results"; }
         [ -z "${NETNS_BW_X:-}" ] || grep -E "${NETNS_BW_GREP:-in flight}" "$TMP/tcp_bw.out" || true
-        awk -v raw1="$raw1" -v raw2="$raw2" -v pipe="$pipe" '$2 == "offload" {
+        awk -v raw1="$raw1" -v raw2="$raw2" -v rawe="$rawe" -v pipe="$pipe" '$2 == "offload" {
                 bw = $1 / $3 / 1000
-                printf "TCP transport, %d bytes per call (SAT pipeline %s): %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways\n", $1, pipe, bw, 2 * bw, bw / raw1, 2 * bw / raw2 }' \
+                printf "TCP transport, %d bytes per call (SAT pipeline %s): %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways, %.2f of the raw echo\n", $1, pipe, bw, 2 * bw, bw / raw1, 2 * bw / raw2, bw / rawe }' \
             "$TMP/tcp_bw.out"
     done
 }
