@@ -67,6 +67,25 @@ static int resolve(const char *addr, struct sockaddr_storage *ss, socklen_t *len
     return 0;
 }
 
+/* a measuring program: with no memory or thread there is nothing to measure */
+static void *alloc_or_exit(size_t n)
+{
+    void *p = malloc(n);
+
+    if (p == NULL) {
+        fprintf(stderr, "agg_sockperf: cannot allocate %zu bytes (-b too large?)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+static void start_or_exit(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+    if (pthread_create(th, NULL, fn, arg) != 0) {
+        fprintf(stderr, "agg_sockperf: cannot start a thread\n");
+        exit(2);
+    }
+}
 
 static int send_all(int fd, const char *p, size_t n)
 {
@@ -135,9 +154,9 @@ static uint64_t echo_serve(int fd, size_t bufsize, int threaded)
     ssize_t n;
 
     if (!threaded) {
-        char *buf = malloc(bufsize);
+        char *buf = alloc_or_exit(bufsize);
 
-        while (buf != NULL && (n = recv(fd, buf, bufsize, 0)) > 0 &&
+        while ((n = recv(fd, buf, bufsize, 0)) > 0 &&
                send_all(fd, buf, (size_t)n) == 0) {
             total += (uint64_t)n;
         }
@@ -146,10 +165,10 @@ static uint64_t echo_serve(int fd, size_t bufsize, int threaded)
         echo_t e = {.fd = fd, .size = 8 * bufsize, .chunk = bufsize};
         pthread_t th;
 
-        e.ring = malloc(e.size);
+        e.ring = alloc_or_exit(e.size);
         pthread_mutex_init(&e.mu, NULL);
         pthread_cond_init(&e.cv, NULL);
-        pthread_create(&th, NULL, echo_writer, &e);
+        start_or_exit(&th, echo_writer, &e);
         for (;;) {
             size_t off, room;
 
@@ -218,12 +237,12 @@ static uint64_t echo_drive(int fd, char *buf, size_t bufsize, size_t window, dou
     double t0 = now();
 
     if (threaded) {
-        echo_t e = {.fd = fd, .ring = malloc(bufsize), .chunk = bufsize};
+        echo_t e = {.fd = fd, .ring = alloc_or_exit(bufsize), .chunk = bufsize};
         pthread_t th;
 
         pthread_mutex_init(&e.mu, NULL);
         pthread_cond_init(&e.cv, NULL);
-        pthread_create(&th, NULL, echo_receiver, &e);
+        start_or_exit(&th, echo_receiver, &e);
         while (now() - t0 < seconds) {
             int eof;
 
@@ -243,7 +262,7 @@ static uint64_t echo_drive(int fd, char *buf, size_t bufsize, size_t window, dou
         got = e.in;
         free(e.ring);
     } else {
-        char *rbuf = malloc(bufsize);
+        char *rbuf = alloc_or_exit(bufsize);
         size_t part = 0; /* of the chunk being sent */
         int writing = 1;
 
@@ -290,10 +309,10 @@ static int serve(const char *addr, size_t bufsize, int echo, int threaded)
     socklen_t len;
     int lfd, fd, one = 1;
     uint64_t total = 0;
-    char *buf = malloc(bufsize);
+    char *buf = alloc_or_exit(bufsize);
     ssize_t n;
 
-    if (buf == NULL || resolve(addr, &ss, &len) != 0) {
+    if (resolve(addr, &ss, &len) != 0) {
         return 2;
     }
     lfd = socket(ss.ss_family, SOCK_STREAM, 0);
@@ -332,11 +351,11 @@ static int drive(const char *addr, double seconds, size_t bufsize, size_t window
     struct sockaddr_storage ss;
     socklen_t len;
     uint64_t sent = 0, got = 0;
-    char *buf = calloc(1, bufsize);
+    char *buf = memset(alloc_or_exit(bufsize), 0, bufsize);
     double t0, t1;
     int fd, one = 1, tries;
 
-    if (buf == NULL || resolve(addr, &ss, &len) != 0) {
+    if (resolve(addr, &ss, &len) != 0) {
         return 2;
     }
     for (tries = 0;; ++tries) {
@@ -409,9 +428,10 @@ int main(int argc, char **argv)
         default: server = client = NULL; break;
         }
     }
-    if ((server == NULL) == (client == NULL) || bufsize == 0 || window < bufsize) {
+    if ((server == NULL) == (client == NULL) || bufsize == 0 || bufsize > (1u << 30) ||
+        window < bufsize) {
         fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T]] | -c HOST:PORT [-e [-T]] "
-                        "[-t SEC] [-b BYTES] [-w WINDOW >= BYTES]\n");
+                        "[-t SEC] [-b BYTES (1 GiB at most)] [-w WINDOW >= BYTES]\n");
         return 2;
     }
     return server != NULL ? serve(server, bufsize, echo, threaded)
