@@ -122,6 +122,9 @@ static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t 
         agg__dp_place(slot, c, first);
         return AGG_OK;
     }
+    if (c->in_place) {
+        return AGG_OK; /* read straight into the accumulator (agg_dp_claim) */
+    }
     if (c->data == NULL) {
         return agg__dp_combine_remote(acc, c, first, drv);
     }
@@ -382,32 +385,27 @@ static void agg__dp_complete(agg_dp_view_t *v, const agg_dp_node_t *node,
     agg__dp_retry(v, node, slot, drv);
 }
 
-agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
-                         const agg_dp_contrib_t *c, agg_dp_driver_t *drv)
+/* A fragment already seen in this slot: in this use, or a late copy of one completed here. */
+static int agg__dp_seen_before(agg_dp_seg_t *s, const agg_dp_node_t *node, agg_dp_slot_t *slot,
+                               uint32_t pushed, uint32_t position, uint64_t n)
+{
+    if (pushed > 0) {
+        return (agg__dp_seen(s, node, slot, n)[position / 64] >> (position % 64)) & 1;
+    }
+    return n == slot->moved || n == __atomic_load_n(&slot->done, __ATOMIC_RELAXED);
+}
+
+/* Takes contribution c into a slot the caller locked with `pushed` children in. */
+static agg_status_t agg__dp_take(agg_dp_view_t *v, const agg_dp_node_t *node,
+                                 agg_dp_slot_t *slot, uint32_t position, uint32_t pushed,
+                                 const agg_dp_contrib_t *c, agg_dp_driver_t *drv)
 {
     agg_dp_seg_t *s = v->seg;
-    const agg_dp_node_t *node = agg_dp_node(s, node_idx);
-    agg_dp_slot_t *slot = agg_dp_slot(s, node, c->n);
-    uint32_t E = node->expected, st, pushed;
-    uint64_t *seen, bit = 1ull << (position % 64);
-    int repro = s->flags & AGG_DP_F_REPRODUCIBLE, first, reduced;
+    uint64_t *seen = agg__dp_seen(s, node, slot, c->n) + position / 64;
+    uint64_t bit = 1ull << (position % 64);
+    int first, reduced;
 
-    if (position >= E) {
-        return AGG_ERR_INVALID_PARAM;
-    }
-    st = __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
-    do {
-        if ((st & AGG_DP_SLOT_LOCKED) || st >= E || (repro && st != position)) {
-            return AGG_INPROGRESS;
-        }
-    } while (!__atomic_compare_exchange_n(&slot->state, &st, st | AGG_DP_SLOT_LOCKED, 0,
-                                          __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE));
-    pushed = st;
-    seen   = agg__dp_seen(s, node, slot, c->n) + position / 64;
-    /* seen already: in this use, or a late copy of a fragment completed here */
-    if ((pushed > 0 && (*seen & bit)) ||
-        (pushed == 0 && (c->n == slot->moved ||
-                         c->n == __atomic_load_n(&slot->done, __ATOMIC_RELAXED)))) {
+    if (agg__dp_seen_before(s, node, slot, pushed, position, c->n)) {
         agg_dp_count(&drv->ctr->duplicates, 1);
         agg__dp_unlock(s, slot, pushed);
         return AGG_OK;
@@ -451,7 +449,7 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
             agg_dp_count(&drv->ctr->reductions, 1);
         }
     }
-    if (++pushed < E) {
+    if (++pushed < node->expected) {
         agg__dp_unlock(s, slot, pushed);
     } else {
         agg__dp_complete(v, node, slot, drv);
@@ -461,6 +459,67 @@ agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
         agg_dp_progress(v, drv);
     }
     return AGG_OK;
+}
+
+agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node_idx, uint32_t position,
+                         const agg_dp_contrib_t *c, agg_dp_driver_t *drv)
+{
+    agg_dp_seg_t *s = v->seg;
+    const agg_dp_node_t *node = agg_dp_node(s, node_idx);
+    agg_dp_slot_t *slot = agg_dp_slot(s, node, c->n);
+    uint32_t E = node->expected, st;
+    int repro = s->flags & AGG_DP_F_REPRODUCIBLE;
+
+    if (position >= E || c->in_place) {
+        return AGG_ERR_INVALID_PARAM;
+    }
+    st = __atomic_load_n(&slot->state, __ATOMIC_ACQUIRE);
+    do {
+        if ((st & AGG_DP_SLOT_LOCKED) || st >= E || (repro && st != position)) {
+            return AGG_INPROGRESS;
+        }
+    } while (!__atomic_compare_exchange_n(&slot->state, &st, st | AGG_DP_SLOT_LOCKED, 0,
+                                          __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE));
+    return agg__dp_take(v, node, slot, position, st, c, drv);
+}
+
+void *agg_dp_claim(agg_dp_view_t *v, uint32_t node_idx, const agg_dp_contrib_t *c)
+{
+    agg_dp_seg_t *s = v->seg;
+    const agg_dp_node_t *node = agg_dp_node(s, node_idx);
+    agg_dp_slot_t *slot = agg_dp_slot(s, node, c->n);
+    uint32_t st = 0;
+
+    if (node->expected != 1 || c->kind != AGG_DP_KIND_DATA || c->status != AGG_OK ||
+        c->empty || c->in_acc || c->coll == AGG_DP_COLL_ALLGATHER || c->count == 0 ||
+        agg_dtype_acc(c->dtype) != c->dtype || !agg__dp_valid(s, c) ||
+        !__atomic_compare_exchange_n(&slot->state, &st, AGG_DP_SLOT_LOCKED, 0,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        return NULL;
+    }
+    if (agg__dp_seen_before(s, node, slot, 0, 0, c->n)) {
+        agg__dp_unlock(s, slot, 0); /* agg_dp_push counts it and drops it */
+        return NULL;
+    }
+    return agg_dp_acc(slot);
+}
+
+agg_status_t agg_dp_push_claimed(agg_dp_view_t *v, uint32_t node_idx,
+                                 const agg_dp_contrib_t *c, agg_dp_driver_t *drv)
+{
+    const agg_dp_node_t *node = agg_dp_node(v->seg, node_idx);
+    agg_dp_contrib_t in = *c;
+
+    in.data     = agg_dp_acc(agg_dp_slot(v->seg, node, c->n));
+    in.in_place = 1;
+    return agg__dp_take(v, node, agg_dp_slot(v->seg, node, c->n), 0, 0, &in, drv);
+}
+
+void agg_dp_unclaim(agg_dp_view_t *v, uint32_t node_idx, uint64_t n)
+{
+    const agg_dp_node_t *node = agg_dp_node(v->seg, node_idx);
+
+    agg__dp_unlock(v->seg, agg_dp_slot(v->seg, node, n), 0);
 }
 
 unsigned agg_dp_progress(agg_dp_view_t *v, agg_dp_driver_t *drv)

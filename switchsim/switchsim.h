@@ -53,6 +53,7 @@ typedef struct switchsim_group {
                                        segment); 0 holds the root */
     uint32_t           job_id;
     uint64_t           job_key;     /* members joining over TCP show it */
+    uint64_t           uid;         /* which group made here this is (groups_total) */
     uint8_t            tree;        /* agg_tree_type_t */
     uint32_t           num_members;
     uint32_t           num_nodes;

@@ -283,7 +283,7 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     g->next     = sim->groups;
     sim->groups = g;
     sim->num_groups++;
-    sim->groups_total++;
+    g->uid      = ++sim->groups_total;
     __atomic_fetch_add(&sim->members_total, g->num_members, __ATOMIC_RELAXED);
     pthread_rwlock_unlock(&sim->lock);
     switchsim_workers_kick(sim);

@@ -1,25 +1,31 @@
 /*
  * switchsim's TCP data port: members on other hosts send their fragments
- * here (agg/net.h) and get each result back. One thread serves every
+ * here (agg/net.h) and get each result back. One thread reads every
  * connection from one poll() loop: it reads what arrived, pushes each
  * fragment into the member's leaf with the same engine ranks run on shared
  * memory, and keeps a fragment whose slot is busy (or, reproducible, not its
  * turn yet) at the head of its connection until it goes in, reading no more
- * from that connection meanwhile. Results go out through the node's MEMBER
- * down ports, from whichever switchsim thread publishes them (this one, or a
- * worker finishing what a local rank left).
+ * from that connection meanwhile. A large fragment that is the only one its
+ * slot waits for (a leaf with one member) is read straight into the slot's
+ * accumulator (agg_dp_claim), not through the connection's buffer. Results
+ * go out through the node's MEMBER down ports, from whichever switchsim
+ * thread publishes them (this one, or a worker finishing what a local rank
+ * left).
  *
  * No thread waits for room on a socket. Every socket this port writes (a
  * member's connection, a link to another switchsim) has a queue of messages
- * in order: a message goes straight out when the queue is empty and the
- * socket takes it; what the socket does not take waits in the queue, and
- * this thread writes it when poll() says there is room. A queued message's
- * data stay where they are, in the slot's accumulator: a slot is used again
- * for fragment n + 2 x window only (agg_seq_slots), which needs every
- * member's fragment n + window, which a member sends once it has result n,
- * which is still in the queue. A result narrowed to its wire type is
- * narrowed when it starts going out, into the connection's one buffer. A
- * socket whose queue moves nothing for SWITCHSIM_NET_SEND_MS is cut off.
+ * in order: a small message goes straight out when the queue is empty and
+ * the socket takes it; a large one, and what the socket does not take, waits
+ * in the queue for a second thread, the sending one, which writes it when
+ * poll() says there is room. So on a host with cores to spare the reading
+ * and the sending of a stream each have one, and each byte is copied once
+ * by each, as on a raw socket. A queued message's data stay where they are,
+ * in the slot's accumulator: a slot is used again for fragment n + 2 x
+ * window only (agg_seq_slots), which needs every member's fragment n +
+ * window, which a member sends once it has result n, which is still in the
+ * queue. A result narrowed to its wire type is narrowed when it starts going
+ * out, into the connection's one buffer. A socket whose queue moves nothing
+ * for SWITCHSIM_NET_SEND_MS is cut off.
  *
  * A group whose tree spans switchsims has a part here and parts there:
  * this switchsim keeps one outgoing link per other switchsim it sends to
@@ -29,8 +35,9 @@
  *
  * Off loopback every connection first proves the shared secret
  * (agg/auth.h). A new connection's secret and HELLO are checked on a thread
- * of its own, so a peer that says nothing holds up nobody. Nothing is allocated per fragment: a connection's buffers
- * are sized for its group's payload when it joins.
+ * of its own, so a peer that says nothing holds up nobody. Nothing is
+ * allocated per fragment: a connection's buffers are sized for its group's
+ * payload when it joins.
  */
 #include "switchsim.h"
 
@@ -58,6 +65,10 @@
 #define SWITCHSIM_NET_TXQ_FIRST 64u   /* messages a queue holds at first... */
 #define SWITCHSIM_NET_TXQ_MAX   (1u << 16) /* ...and at most, doubling when full */
 #define SWITCHSIM_NET_TX_IOV    16    /* queued messages written by one sendmsg */
+#define SWITCHSIM_NET_LARGE     16384u /* a fragment this large is read straight into its
+                                         accumulator when it can be, a message this large
+                                         is sent by the sending thread */
+#define SWITCHSIM_NET_SERVE_MAX 16    /* fragments read straight in per turn of a connection */
 
 /* A message waiting to go out: its header, and where its data are. */
 typedef struct switchsim_txe {
@@ -104,6 +115,12 @@ typedef struct switchsim_conn {
     uint8_t        *rx;         /* what arrived and is not handled yet */
     size_t          rx_cap, rx_len;
     int             stalled;    /* the head fragment waits for its slot */
+    /* a fragment read straight into its slot's accumulator (agg_dp_claim) */
+    agg_net_msg_t   dm;         /* its header */
+    uint8_t        *dst;        /* where its data go; NULL: none */
+    size_t          dst_got;    /* bytes of them in */
+    uint64_t        dst_uid;    /* its group (switchsim_group_t.uid) */
+    int             hdr_first;  /* the last one went so: read the next header alone */
     int             is_peer;    /* another switchsim: UP and DOWN of any group */
     int             off_loopback; /* it proves the shared secret first */
     char            peer[64];
@@ -125,20 +142,24 @@ struct switchsim_net {
     int               off_loopback; /* peers prove the shared secret */
     agg_auth_t        auth;
     char              addr[AGG_WIRE_NAME_LEN]; /* advertised "ip:port" */
-    pthread_t         thread;
+    pthread_t         thread;   /* reads: every connection, and new ones */
     int               started;
+    pthread_t         writer;   /* sends what waits in the queues */
+    int               writer_started;
+    int               writer_stop; /* (atomic) */
+    int               hand_over; /* large messages go out on the sending thread (tcp_threads) */
     switchsim_conn_t  conns[SWITCHSIM_NET_MAX_CONNS];
     switchsim_link_t  links[SWITCHSIM_NET_MAX_LINKS];
     int               num_links;
     agg_dp_counters_t ctr;      /* this thread's driving */
     agg_dp_driver_t   drv;
     int               joining;  /* join threads running (atomic) */
-    int               wake_fd;  /* an eventfd: another thread queued something */
+    int               wake_fd;  /* an eventfd: another thread queued something for the writer */
     int               woken;    /* it was written and not read yet (atomic) */
 };
 
-/* Set on the data port's thread: it polls its queues anyway, nobody wakes it. */
-static __thread int switchsim__on_net_thread;
+/* Set on the sending thread: it polls its queues anyway, nobody wakes it. */
+static __thread int switchsim__on_writer;
 
 /* ---- send queues -------------------------------------------------------- */
 
@@ -233,12 +254,12 @@ static int switchsim__txq_flush(switchsim_txq_t *q, int fd)
     return 1;
 }
 
-/* Another thread left something queued: the data port's thread polls for room. */
+/* Another thread left something queued: the sending thread polls for room. */
 static void switchsim__wake(switchsim_net_t *net)
 {
     uint64_t one = 1;
 
-    if (!switchsim__on_net_thread && !__atomic_exchange_n(&net->woken, 1, __ATOMIC_ACQ_REL) &&
+    if (!switchsim__on_writer && !__atomic_exchange_n(&net->woken, 1, __ATOMIC_ACQ_REL) &&
         write(net->wake_fd, &one, sizeof(one)) < 0) {
         __atomic_store_n(&net->woken, 0, __ATOMIC_RELEASE); /* polled within 100 ms anyway */
     }
@@ -246,9 +267,10 @@ static void switchsim__wake(switchsim_net_t *net)
 
 /*
  * Sends a message through a socket's queue (caller holds the queue's lock):
- * straight out when nothing waits, else behind what waits, for the data
- * port's thread to write. 0, or -1 when the socket is broken or the queue
- * is full (errno says which).
+ * a small one straight out when nothing waits; a large one, or one behind
+ * others, for the sending thread to write, so that the thread that made it
+ * (the reading one, most often) goes on reading while it goes out. 0, or -1
+ * when the socket is broken or the queue is full (errno says which).
  */
 static int switchsim__txq_send(switchsim_net_t *net, switchsim_txq_t *q, int fd,
                                const agg_net_msg_t *m, const void *data, int narrow)
@@ -287,7 +309,8 @@ static int switchsim__txq_send(switchsim_net_t *net, switchsim_txq_t *q, int fd,
     if (q->head - q->tail > 1) {
         return 0; /* behind others: pending already */
     }
-    r = switchsim__txq_flush(q, fd);
+    r = net->hand_over && m->bytes >= SWITCHSIM_NET_LARGE && !switchsim__on_writer ?
+            0 : switchsim__txq_flush(q, fd);
     if (r == 0) {
         q->moved_ms = agg_time_ms();
         __atomic_store_n(&q->pending, 1, __ATOMIC_RELEASE);
@@ -296,11 +319,14 @@ static int switchsim__txq_send(switchsim_net_t *net, switchsim_txq_t *q, int fd,
     return r < 0 ? -1 : 0;
 }
 
+static void switchsim__direct_drop(switchsim_net_t *net, switchsim_conn_t *c);
+
 static void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, const char *why)
 {
     if (c->fd < 0) {
         return;
     }
+    switchsim__direct_drop(net, c);
     if (why != NULL) {
         agg_info("data connection from %s (group %u channel %u) closed: %s", c->peer,
                  c->group_id, c->channel, why);
@@ -709,6 +735,8 @@ static void switchsim__net_accept(switchsim_net_t *net)
     c->rx_len = c->tx_cap = 0;
     c->is_peer = 0;
     c->stalled = 0;
+    c->dst     = NULL;
+    c->hdr_first = 0;
     c->off_loopback = net->off_loopback && !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
     c->fd = fd;
     c->gen++;
@@ -732,26 +760,21 @@ static void switchsim__net_accept(switchsim_net_t *net)
 /* ---- fragments ---------------------------------------------------------- */
 
 /*
- * Pushes the fragment at the head of c->rx. 1: taken; 0: its slot is busy,
- * try again later; -1: the connection must go (why logged).
+ * What a member's fragment gives its leaf (data aside), checked against the
+ * connection it came on. 0, or -1 when it is malformed (logged).
  */
-static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
-                               const agg_net_msg_t *m, const uint8_t *data)
+static int switchsim__net_contrib(const switchsim_conn_t *c, const agg_net_msg_t *m,
+                                  agg_dp_contrib_t *in)
 {
-    switchsim_t *sim = net->sim;
-    agg_dp_contrib_t in = {
+    size_t want = 0;
+
+    *in = (agg_dp_contrib_t){
         .n = m->n, .count = m->count, .op = m->op, .dtype = m->dtype, .kind = m->kind,
         .coll = m->coll, .root = m->root, .total = m->total,
         .empty = (m->flags & AGG_NET_F_EMPTY) != 0, .status = m->status, .off = m->off,
-        .len = m->len, .data = m->bytes > 0 ? data : NULL,
+        .len = m->len,
     };
-    size_t want = 0;
-    switchsim_group_t *g;
-    agg_dp_member_t *mem;
-    agg_status_t st;
-    int taken = 0;
-
-    if (m->status == AGG_OK && !in.empty && m->kind == AGG_DP_KIND_DATA &&
+    if (m->status == AGG_OK && !in->empty && m->kind == AGG_DP_KIND_DATA &&
         agg_dtype_size(m->dtype) > 0) {
         want = (size_t)(m->coll == AGG_DP_COLL_ALLGATHER ? m->len : m->count) *
                agg_dtype_size(m->dtype);
@@ -764,8 +787,39 @@ static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
         return -1;
     }
     if (m->status != AGG_OK) {
-        in.status = AGG_ERR_TIMEOUT; /* the member gave up on it */
+        in->status = AGG_ERR_TIMEOUT; /* the member gave up on it */
     }
+    return 0;
+}
+
+/* Counts what the data port's thread pushed into g, and notes what work it saw there. */
+static void switchsim__net_pushed(switchsim_net_t *net, switchsim_group_t *g,
+                                  const agg_dp_contrib_t *in)
+{
+    agg_dp_count_in(&net->drv, g->tree, in);
+    if (net->drv.work_seg == g->view.seg) {
+        g->net_work_seen = net->drv.work_seen;
+    }
+}
+
+/*
+ * Pushes the fragment at the head of c->rx. 1: taken; 0: its slot is busy,
+ * try again later; -1: the connection must go (why logged).
+ */
+static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
+                               const agg_net_msg_t *m, const uint8_t *data)
+{
+    switchsim_t *sim = net->sim;
+    agg_dp_contrib_t in;
+    switchsim_group_t *g;
+    agg_dp_member_t *mem;
+    agg_status_t st;
+    int taken = 0;
+
+    if (switchsim__net_contrib(c, m, &in) != 0) {
+        return -1;
+    }
+    in.data = m->bytes > 0 ? data : NULL;
     pthread_rwlock_rdlock(&sim->lock);
     g = switchsim_group_find(sim, c->group_id, c->tree, c->part);
     if (g == NULL) {
@@ -778,16 +832,116 @@ static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
     net->drv.work_seg  = g->view.seg;
     st = agg_dp_push(&g->view, mem->leaf, mem->position, &in, &net->drv);
     if (st == AGG_OK) {
-        agg_dp_count_in(&net->drv, g->tree, &in);
+        switchsim__net_pushed(net, g, &in);
         taken = 1;
     } else if (st != AGG_INPROGRESS) {
         taken = -1;
     }
-    if (net->drv.work_seg == g->view.seg) {
-        g->net_work_seen = net->drv.work_seen;
-    }
     pthread_rwlock_unlock(&sim->lock);
     return taken;
+}
+
+/*
+ * A large fragment from a member, header in, data partly: when it is the only
+ * one its slot waits for, claims the slot and moves the data in so far to the
+ * accumulator; the rest is read there (switchsim__net_direct), one copy
+ * fewer than through c->rx. 1 when so; 0: it goes the usual way.
+ */
+static int switchsim__net_claim(switchsim_net_t *net, switchsim_conn_t *c,
+                                const agg_net_msg_t *m, size_t off)
+{
+    switchsim_t *sim = net->sim;
+    size_t have = c->rx_len - off - sizeof(*m);
+    agg_dp_contrib_t in;
+    switchsim_group_t *g;
+    uint8_t *acc = NULL;
+
+    if (c->is_peer || m->bytes < SWITCHSIM_NET_LARGE ||
+        switchsim__net_contrib(c, m, &in) != 0) {
+        return 0; /* a malformed one is reported once it is all in */
+    }
+    pthread_rwlock_rdlock(&sim->lock);
+    g = switchsim_group_find(sim, c->group_id, c->tree, c->part);
+    if (g != NULL) {
+        acc = agg_dp_claim(&g->view, agg_dp_member(g->view.seg, c->channel)->leaf, &in);
+    }
+    if (acc != NULL) {
+        memcpy(acc, c->rx + off + sizeof(*m), have);
+        c->dm      = *m;
+        c->dst     = acc;
+        c->dst_got = have;
+        c->dst_uid = g->uid;
+    }
+    pthread_rwlock_unlock(&sim->lock);
+    return acc != NULL;
+}
+
+/* The group of the fragment being read straight in, while it is still there (caller holds sim->lock). */
+static switchsim_group_t *switchsim__direct_group(switchsim_net_t *net, switchsim_conn_t *c)
+{
+    switchsim_group_t *g = switchsim_group_find(net->sim, c->group_id, c->tree, c->part);
+
+    return g != NULL && g->uid == c->dst_uid ? g : NULL;
+}
+
+/* The connection goes with a fragment half read straight in: its slot is given back. */
+static void switchsim__direct_drop(switchsim_net_t *net, switchsim_conn_t *c)
+{
+    switchsim_group_t *g;
+
+    if (c->dst == NULL) {
+        return;
+    }
+    pthread_rwlock_rdlock(&net->sim->lock);
+    g = switchsim__direct_group(net, c);
+    if (g != NULL) {
+        agg_dp_unclaim(&g->view, agg_dp_member(g->view.seg, c->channel)->leaf, c->dm.n);
+    }
+    pthread_rwlock_unlock(&net->sim->lock);
+    c->dst = NULL;
+}
+
+/*
+ * Reads more of the fragment going straight into its accumulator, and
+ * pushes it once all in. 1: pushed; 0: more to come; -1: the connection must
+ * go (why in *why).
+ */
+static int switchsim__net_direct(switchsim_net_t *net, switchsim_conn_t *c, const char **why)
+{
+    switchsim_t *sim = net->sim;
+    switchsim_group_t *g;
+    agg_dp_contrib_t in;
+    uint32_t leaf;
+    ssize_t rc;
+    int r = 0;
+
+    pthread_rwlock_rdlock(&sim->lock);
+    g = switchsim__direct_group(net, c);
+    if (g == NULL) {
+        pthread_rwlock_unlock(&sim->lock);
+        c->dst = NULL; /* its memory went with it */
+        *why   = "its group is gone";
+        return -1;
+    }
+    leaf = agg_dp_member(g->view.seg, c->channel)->leaf;
+    rc   = recv(c->fd, c->dst + c->dst_got, c->dm.bytes - c->dst_got, MSG_DONTWAIT);
+    if (rc == 0 || (rc < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        *why = rc == 0 ? "the member hung up" : strerror(errno);
+        agg_dp_unclaim(&g->view, leaf, c->dm.n);
+        c->dst = NULL;
+        r      = -1;
+    } else if (rc > 0 && (c->dst_got += (size_t)rc) == c->dm.bytes) {
+        switchsim__net_contrib(c, &c->dm, &in); /* checked at the claim */
+        net->drv.work_seen = g->net_work_seen;
+        net->drv.work_seg  = g->view.seg;
+        if (agg_dp_push_claimed(&g->view, leaf, &in, &net->drv) == AGG_OK) {
+            switchsim__net_pushed(net, g, &in);
+        }
+        c->dst = NULL;
+        r      = 1;
+    }
+    pthread_rwlock_unlock(&sim->lock);
+    return r;
 }
 
 /*
@@ -857,17 +1011,33 @@ static int switchsim__net_peer(switchsim_net_t *net, switchsim_conn_t *c,
     return done;
 }
 
-/* Reads what the connection has and pushes every whole fragment that can go in. */
-static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int readable)
+/*
+ * Reads what the connection has and pushes every whole fragment that can go
+ * in. 1: a large fragment went straight into its accumulator and the next
+ * may too; 0: done for this turn; -1: the connection was closed.
+ */
+static int switchsim__net_read(switchsim_net_t *net, switchsim_conn_t *c, int readable)
 {
-    size_t off = 0;
+    size_t off = 0, room = c->rx_cap - c->rx_len;
+    const char *why = NULL;
+    int r;
 
-    if (readable && c->rx_len < c->rx_cap) {
-        ssize_t rc = recv(c->fd, c->rx + c->rx_len, c->rx_cap - c->rx_len, MSG_DONTWAIT);
+    if (c->dst != NULL) {
+        r = readable ? switchsim__net_direct(net, c, &why) : 0;
+        if (r < 0) {
+            switchsim__conn_close(net, c, why);
+        }
+        return r;
+    }
+    if (c->hdr_first && c->rx_len < sizeof(agg_net_msg_t)) {
+        room = sizeof(agg_net_msg_t) - c->rx_len; /* its data may go straight in too */
+    }
+    if (readable && room > 0) {
+        ssize_t rc = recv(c->fd, c->rx + c->rx_len, room, MSG_DONTWAIT);
 
         if (rc == 0 || (rc < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             switchsim__conn_close(net, c, rc == 0 ? "the member hung up" : strerror(errno));
-            return;
+            return -1;
         }
         if (rc > 0) {
             c->rx_len += (size_t)rc;
@@ -876,15 +1046,19 @@ static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int 
     c->stalled = 0;
     while (c->rx_len - off >= sizeof(agg_net_msg_t)) {
         agg_net_msg_t m;
-        int r;
 
         memcpy(&m, c->rx + off, sizeof(m));
         if (m.magic != AGG_NET_MAGIC ||
             m.bytes > (c->is_peer ? SWITCHSIM_NET_MAX_MSG : c->tx_cap)) {
             switchsim__conn_close(net, c, "not a fragment of this stack");
-            return;
+            return -1;
         }
         if (c->rx_len - off < sizeof(m) + m.bytes) {
+            c->hdr_first = switchsim__net_claim(net, c, &m, off);
+            if (c->hdr_first) {
+                off = c->rx_len; /* header and data so far: taken */
+                break;
+            }
             if (sizeof(m) + m.bytes > c->rx_cap) {
                 /* a peer's larger chunk: room for two, once */
                 size_t cap = 2 * (sizeof(m) + m.bytes);
@@ -896,7 +1070,7 @@ static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int 
                 rx = realloc(c->rx, cap);
                 if (rx == NULL) {
                     switchsim__conn_close(net, c, "out of memory");
-                    return;
+                    return -1;
                 }
                 c->rx     = rx;
                 c->rx_cap = cap;
@@ -907,7 +1081,7 @@ static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int 
                          switchsim__net_push(net, c, &m, c->rx + off + sizeof(m));
         if (r < 0) {
             switchsim__conn_close(net, c, "bad fragment");
-            return;
+            return -1;
         }
         if (r == 0) {
             c->stalled = 1;
@@ -918,6 +1092,25 @@ static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int 
     if (off > 0) {
         memmove(c->rx, c->rx + off, c->rx_len - off);
         c->rx_len -= off;
+    }
+    if (c->dst == NULL) {
+        return 0;
+    }
+    /* its data are most likely there already */
+    r = switchsim__net_direct(net, c, &why);
+    if (r < 0) {
+        switchsim__conn_close(net, c, why);
+    }
+    return r;
+}
+
+/* A connection's turn: a few fragments read straight in, then the others' turn. */
+static void switchsim__net_serve(switchsim_net_t *net, switchsim_conn_t *c, int readable)
+{
+    int i;
+
+    for (i = 0; i < SWITCHSIM_NET_SERVE_MAX && switchsim__net_read(net, c, readable) > 0; ++i) {
+        readable = 1;
     }
 }
 
@@ -951,37 +1144,37 @@ static int switchsim__txq_poll(switchsim_txq_t *q, int fd, short revents, int64_
     return 0;
 }
 
-static void *switchsim__net_main(void *arg)
+/*
+ * The sending thread: writes what waits in every queue once its socket has
+ * room, and cuts off a socket that took nothing for SWITCHSIM_NET_SEND_MS.
+ */
+static void *switchsim__net_writer(void *arg)
 {
     switchsim_net_t *net = arg;
-    /* the listener, the wake-up, connections, links */
-    static struct pollfd pfds[2 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
-    static int idx[2 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
+    /* the wake-up, connections, links */
+    static struct pollfd pfds[1 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
+    static int idx[1 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
 
-    switchsim__on_net_thread = 1;
-    while (!__atomic_load_n(&net->sim->stop, __ATOMIC_ACQUIRE)) {
-        int n = 2, i, nc, stalled = 0, links = __atomic_load_n(&net->num_links, __ATOMIC_ACQUIRE);
+    switchsim__on_writer = 1;
+    while (!__atomic_load_n(&net->writer_stop, __ATOMIC_ACQUIRE)) {
+        int n = 1, i, nc, links = __atomic_load_n(&net->num_links, __ATOMIC_ACQUIRE);
         int64_t now;
         const char *why;
 
-        pfds[0] = (struct pollfd){.fd = net->listen_fd, .events = POLLIN};
-        pfds[1] = (struct pollfd){.fd = net->wake_fd, .events = POLLIN};
+        pfds[0] = (struct pollfd){.fd = net->wake_fd, .events = POLLIN};
         for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
             switchsim_conn_t *c = &net->conns[i];
-            int state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 
-            if (state == SWITCHSIM_CONN_REFUSED) {
-                switchsim__conn_close(net, c, NULL);
-            }
-            if (state != SWITCHSIM_CONN_LIVE) {
+            if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SWITCHSIM_CONN_LIVE ||
+                !__atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
                 continue;
             }
-            stalled |= c->stalled;
-            pfds[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-            if (__atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
-                pfds[n].events |= POLLOUT;
+            pthread_mutex_lock(&c->tx_lock);
+            if (c->fd >= 0) {
+                pfds[n]  = (struct pollfd){.fd = c->fd, .events = POLLOUT};
+                idx[n++] = i;
             }
-            idx[n++] = i;
+            pthread_mutex_unlock(&c->tx_lock);
         }
         nc = n;
         for (i = 0; i < links; ++i) {
@@ -996,12 +1189,11 @@ static void *switchsim__net_main(void *arg)
                 pthread_mutex_unlock(&l->lock);
             }
         }
-        /* a stalled fragment is retried at once; a worker frees its slot soon */
-        if (poll(pfds, (nfds_t)n, stalled ? 0 : 100) < 0 && errno != EINTR) {
+        if (poll(pfds, (nfds_t)n, 100) < 0 && errno != EINTR) {
             agg_error("data port: poll failed: %s", strerror(errno));
             break;
         }
-        if (pfds[1].revents & POLLIN) {
+        if (pfds[0].revents & POLLIN) {
             uint64_t v;
 
             __atomic_store_n(&net->woken, 0, __ATOMIC_RELEASE);
@@ -1010,22 +1202,16 @@ static void *switchsim__net_main(void *arg)
             }
         }
         now = agg_time_ms();
-        for (i = 2; i < nc; ++i) {
+        for (i = 1; i < nc; ++i) {
             switchsim_conn_t *c = &net->conns[idx[i]];
-            short ev = pfds[i].revents;
 
-            if (c->fd >= 0 && __atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
-                pthread_mutex_lock(&c->tx_lock);
-                if (switchsim__txq_poll(&c->txq, c->fd, ev, now, &why) != 0) {
-                    agg_warn("group %u: results to %s not sent: %s", c->group_id, c->peer, why);
-                    shutdown(c->fd, SHUT_RDWR); /* read below as a hang-up */
-                    ev |= POLLHUP;
-                }
-                pthread_mutex_unlock(&c->tx_lock);
+            pthread_mutex_lock(&c->tx_lock);
+            if (c->fd == pfds[i].fd &&
+                switchsim__txq_poll(&c->txq, c->fd, pfds[i].revents, now, &why) != 0) {
+                agg_warn("group %u: results to %s not sent: %s", c->group_id, c->peer, why);
+                shutdown(c->fd, SHUT_RDWR); /* the reading thread sees a hang-up */
             }
-            if (c->fd >= 0 && ((ev & (POLLIN | POLLHUP | POLLERR)) || c->stalled)) {
-                switchsim__net_serve(net, c, (ev & (POLLIN | POLLHUP | POLLERR)) != 0);
-            }
+            pthread_mutex_unlock(&c->tx_lock);
         }
         for (i = nc; i < n; ++i) {
             switchsim_link_t *l = &net->links[idx[i]];
@@ -1036,6 +1222,49 @@ static void *switchsim__net_main(void *arg)
                 switchsim__link_break(l, AGG_ERR_TIMEOUT, why);
             }
             pthread_mutex_unlock(&l->lock);
+        }
+    }
+    return NULL;
+}
+
+/* The reading thread: new connections, and what every connection sends. */
+static void *switchsim__net_main(void *arg)
+{
+    switchsim_net_t *net = arg;
+    /* the listener, connections */
+    static struct pollfd pfds[1 + SWITCHSIM_NET_MAX_CONNS];
+    static int idx[1 + SWITCHSIM_NET_MAX_CONNS];
+
+    while (!__atomic_load_n(&net->sim->stop, __ATOMIC_ACQUIRE)) {
+        int n = 1, i, stalled = 0;
+
+        pfds[0] = (struct pollfd){.fd = net->listen_fd, .events = POLLIN};
+        for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
+            switchsim_conn_t *c = &net->conns[i];
+            int state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+
+            if (state == SWITCHSIM_CONN_REFUSED) {
+                switchsim__conn_close(net, c, NULL);
+            }
+            if (state != SWITCHSIM_CONN_LIVE) {
+                continue;
+            }
+            stalled |= c->stalled;
+            pfds[n]  = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            idx[n++] = i;
+        }
+        /* a stalled fragment is retried at once; a worker frees its slot soon */
+        if (poll(pfds, (nfds_t)n, stalled ? 0 : 100) < 0 && errno != EINTR) {
+            agg_error("data port: poll failed: %s", strerror(errno));
+            break;
+        }
+        for (i = 1; i < n; ++i) {
+            switchsim_conn_t *c = &net->conns[idx[i]];
+            short ev = pfds[i].revents;
+
+            if (c->fd >= 0 && ((ev & (POLLIN | POLLHUP | POLLERR)) || c->stalled)) {
+                switchsim__net_serve(net, c, (ev & (POLLIN | POLLHUP | POLLERR)) != 0);
+            }
         }
         if (pfds[0].revents & POLLIN) {
             switchsim__net_accept(net);
@@ -1078,6 +1307,7 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     net->sim       = sim;
     net->drv.ctr   = &net->ctr;
     net->listen_fd = -1;
+    net->hand_over = agg_net_threads(agg_conf_int(&sim->conf, AGG_CONF_TCP_THREADS));
     net->wake_fd   = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (net->wake_fd < 0) {
         agg_error("data port: eventfd: %s", strerror(errno));
@@ -1110,17 +1340,27 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     }
     snprintf(net->addr, sizeof(net->addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
              bound);
+    if (pthread_create(&net->writer, NULL, switchsim__net_writer, net) != 0) {
+        st = AGG_ERR_NO_MEMORY;
+        goto err;
+    }
+    net->writer_started = 1;
     if (pthread_create(&net->thread, NULL, switchsim__net_main, net) != 0) {
         st = AGG_ERR_NO_MEMORY;
         goto err;
     }
     net->started = 1;
     sim->net     = net;
-    agg_info("data port %s for ranks on other hosts%s", net->addr,
-             net->off_loopback ? " (shared secret required)" : "");
+    agg_info("data port %s for ranks on other hosts%s%s", net->addr,
+             net->off_loopback ? " (shared secret required)" : "",
+             net->hand_over ? "; large messages sent on a thread of their own" : "");
     return AGG_OK;
 
 err:
+    if (net->writer_started) {
+        __atomic_store_n(&net->writer_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(net->writer, NULL);
+    }
     if (net->listen_fd >= 0) {
         close(net->listen_fd);
     }
@@ -1145,6 +1385,10 @@ void switchsim_net_stop(switchsim_t *sim)
     __atomic_store_n(&sim->stop, 1, __ATOMIC_RELEASE);
     if (net->started) {
         pthread_join(net->thread, NULL);
+    }
+    if (net->writer_started) {
+        __atomic_store_n(&net->writer_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(net->writer, NULL);
     }
     /* joins still going end at their next read: their sockets are shut */
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {

@@ -4,7 +4,8 @@
 # fetches it here first):
 #   bash tools/gpu_device_run.sh [build|check|bench|netns|all]   (default all;
 #   netns: tests/e2e/netns.sh on the device's host, netns-bw: its TCP
-#   bandwidth part alone with every thread's CPU each second; not part of all)
+#   bandwidth part alone with every thread's CPU each second, netns-ab: that
+#   bandwidth from this tree and an earlier one in turn; neither part of all)
 # Builds with the CUDA backend, then checks device buffers through libagg and
 # through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
 # device switching between calls, and measures the kernels, the staged
@@ -132,14 +133,47 @@ do_netns_bw() { # the TCP transport's bandwidth alone, with every thread's CPU s
     cat "$logs/netns_bw.log"
 }
 
+# netns-ab: the transport's bandwidth from this tree and from an earlier one
+# (BASE=its sources, carried too: mkdir .device-base && git archive REV |
+# tar -x -C .device-base, and carry .device-base), built alike and
+# run in turn NETNS_AB_ROUNDS times (default 3), so both figures come from one
+# host at one time
+do_netns_ab() {
+    local base=${BASE:?BASE=the earlier tree} r name tree t=(switchsim aggmgr agg hcoll_shim
+        agg_link_bytes agg_sockperf agg_info agg_hello allreduce_check coll_check)
+    declare -A trees=([base]=$(cd "$base" && pwd) [this]=$here)
+    deps
+    export PATH=$SYS/bin:$SYS/sbin:$SYS/usr/bin:$SYS/usr/sbin:$PATH
+    export LD_LIBRARY_PATH=$SYS/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
+    for name in base this; do
+        tree=${trees[$name]}
+        step "configure_$name" cmake -S "$tree" -B "$tree/build-ab" \
+            -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
+            -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" &&
+            step "build_$name" cmake --build "$tree/build-ab" -j "$(nproc)" --target "${t[@]}" ||
+            return 1
+    done
+    for r in $(seq "${NETNS_AB_ROUNDS:-3}"); do
+        for name in base this; do
+            tree=${trees[$name]}
+            NETNS_BW_ONLY=1 STEP_TIMEOUT=300 step "netns_ab_${r}_$name" \
+                bash "$tree/tests/e2e/netns.sh" "$tree/build-ab"
+            echo "== round $r, $name:"
+            grep -E "^raw|^TCP" "$logs/netns_ab_${r}_$name.log"
+        done
+    done
+}
+
 case $what in
     build) do_build ;;
     check) do_check ;;
     bench) do_bench ;;
     netns) do_build && do_netns ;;
     netns-bw) do_build && do_netns_bw ;;
+    netns-ab) do_netns_ab ;;
     all) do_build && { do_check; do_bench; } ;;
-    *) echo "usage: $0 [build|check|bench|netns|netns-bw|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|check|bench|netns|netns-bw|netns-ab|all]" >&2; exit 2 ;;
 esac
 printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
 # one file back for every log (the device tool returns at most 8 files)

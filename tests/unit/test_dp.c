@@ -213,6 +213,78 @@ static void test_duplicates_and_mismatch(void **state)
     dp_test_free(t);
 }
 
+/* A leaf with one member: its fragment is read straight into the accumulator. */
+static void test_claim(void **state)
+{
+    uint32_t leaf[3] = {1, 2, 2};
+    dp_test_seg_t *t = dp_test_tree(2, leaf, 3, 2, 256, 0);
+    int32_t a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, out[4];
+    agg_dp_contrib_t c = {.n = 1, .count = 4, .op = AGG_OP_SUM, .dtype = AGG_DTYPE_INT32,
+                          .kind = AGG_DP_KIND_DATA, .status = AGG_OK};
+    int32_t *acc;
+    int i;
+
+    assert_non_null(t);
+    acc = agg_dp_claim(&t->view, 1, &c);
+    assert_non_null(acc);
+    /* claimed: nobody else gets in meanwhile */
+    assert_null(agg_dp_claim(&t->view, 1, &c));
+    assert_int_equal(dp_test_push(t, 0, 1, AGG_DTYPE_INT32, AGG_OP_SUM, a, 4), AGG_INPROGRESS);
+    memcpy(acc, a, sizeof(a));
+    assert_int_equal(agg_dp_push_claimed(&t->view, 1, &c, &t->drv), AGG_OK);
+    assert_int_equal(dp_test_push(t, 1, 1, AGG_DTYPE_INT32, AGG_OP_SUM, b, 4), AGG_OK);
+    assert_int_equal(dp_test_push(t, 2, 1, AGG_DTYPE_INT32, AGG_OP_SUM, b, 4), AGG_OK);
+    assert_non_null(agg_dp_result(t->view.seg, 1));
+    agg_dp_copy_out(agg_dp_result(t->view.seg, 1), out);
+    for (i = 0; i < 4; ++i) {
+        assert_int_equal(out[i], a[i] + 2 * b[i]);
+    }
+    /* one reduction at leaf 2, one at the root, none at the one-member leaf */
+    assert_int_equal(t->ctr.reductions, 2);
+    /* a late copy of it: not claimed, and agg_dp_push drops it */
+    assert_null(agg_dp_claim(&t->view, 1, &c));
+    assert_int_equal(dp_test_push(t, 0, 1, AGG_DTYPE_INT32, AGG_OP_SUM, a, 4), AGG_OK);
+    assert_int_equal(t->ctr.duplicates, 1);
+
+    /* given back unfilled: the fragment then goes the usual way, whatever the claim left */
+    c.n = 2;
+    acc = agg_dp_claim(&t->view, 1, &c);
+    assert_non_null(acc);
+    memset(acc, 0x5a, sizeof(a));
+    agg_dp_unclaim(&t->view, 1, 2);
+    assert_int_equal(dp_test_push(t, 0, 2, AGG_DTYPE_INT32, AGG_OP_SUM, a, 4), AGG_OK);
+    assert_int_equal(dp_test_push(t, 1, 2, AGG_DTYPE_INT32, AGG_OP_SUM, b, 4), AGG_OK);
+    assert_int_equal(dp_test_push(t, 2, 2, AGG_DTYPE_INT32, AGG_OP_SUM, b, 4), AGG_OK);
+    agg_dp_copy_out(agg_dp_result(t->view.seg, 2), out);
+    assert_int_equal(out[3], a[3] + 2 * b[3]);
+
+    /* what cannot go straight in: a leaf of two, a type accumulated wider, a
+       part of an allgather, an empty or failed contribution, a lock request */
+    c.n = 3;
+    assert_null(agg_dp_claim(&t->view, 2, &c));
+    c.dtype = AGG_DTYPE_FLOAT16;
+    assert_null(agg_dp_claim(&t->view, 1, &c));
+    c.dtype = AGG_DTYPE_INT32;
+    c.coll  = AGG_DP_COLL_ALLGATHER;
+    assert_null(agg_dp_claim(&t->view, 1, &c));
+    c.coll  = AGG_DP_COLL_ALLREDUCE;
+    c.empty = 1;
+    assert_null(agg_dp_claim(&t->view, 1, &c));
+    c.empty  = 0;
+    c.status = AGG_ERR_TIMEOUT;
+    assert_null(agg_dp_claim(&t->view, 1, &c));
+    c.status = AGG_OK;
+    c.kind   = AGG_DP_KIND_UNLOCK;
+    assert_null(agg_dp_claim(&t->view, 1, &c));
+    /* ...and agg_dp_push takes no contribution that says it is in place */
+    c.kind     = AGG_DP_KIND_DATA;
+    c.in_place = 1;
+    c.data     = a;
+    assert_int_equal(agg_dp_push(&t->view, 1, 0, &c, &t->drv), AGG_ERR_INVALID_PARAM);
+    assert_int_equal(t->ctr.errors, 0);
+    dp_test_free(t);
+}
+
 static void test_busy_parent(void **state)
 {
     uint32_t leaf[2] = {1, 1};
@@ -661,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_single_node),
         cmocka_unit_test(test_two_levels),
         cmocka_unit_test(test_duplicates_and_mismatch),
+        cmocka_unit_test(test_claim),
         cmocka_unit_test(test_busy_parent),
         cmocka_unit_test(test_reproducible_order),
         cmocka_unit_test(test_half_in_float),

@@ -460,6 +460,7 @@ typedef struct agg_dp_contrib {
     uint32_t    pid;
     uint64_t    raddr;
     int         in_acc; /* data holds accumulator elements (a child node's partial) */
+    int         in_place; /* data are in the slot's accumulator already (agg_dp_claim) */
 } agg_dp_contrib_t;
 
 /*
@@ -496,6 +497,20 @@ agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const 
  */
 agg_status_t agg_dp_push(agg_dp_view_t *v, uint32_t node, uint32_t position,
                          const agg_dp_contrib_t *c, agg_dp_driver_t *drv);
+
+/*
+ * For a fragment that is the only one its node waits for (a leaf with one
+ * member), of a type the node accumulates as it is: claims the slot it goes
+ * to, so that its data can be read straight into the accumulator (one copy
+ * fewer). Returns the accumulator, count elements of c->dtype, or NULL when
+ * the slot is busy or the fragment cannot go that way (then agg_dp_push it).
+ * c needs no data. The slot stays locked until agg_dp_push_claimed, with
+ * the data in, or agg_dp_unclaim, without.
+ */
+void *agg_dp_claim(agg_dp_view_t *v, uint32_t node, const agg_dp_contrib_t *c);
+agg_status_t agg_dp_push_claimed(agg_dp_view_t *v, uint32_t node, const agg_dp_contrib_t *c,
+                                 agg_dp_driver_t *drv);
+void agg_dp_unclaim(agg_dp_view_t *v, uint32_t node, uint64_t n);
 
 /*
  * Finishes what completed nodes left to do (forwards that found the parent
