@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include "agg/log.h"
 #include "agg/sock.h"
@@ -126,11 +125,6 @@ agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int 
         }
         return AGG_ERR_IO;
     }
-}
-
-int agg_net_threads(long setting)
-{
-    return setting >= 0 ? setting != 0 : sysconf(_SC_NPROCESSORS_ONLN) >= 4;
 }
 
 void agg_net_tune(int fd)

@@ -77,24 +77,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "a futex. Higher values lower latency and burn a core; 0 "
                   "sleeps at once.",
     },
-    [AGG_CONF_TCP_THREADS] = {
-        .id     = AGG_CONF_TCP_THREADS,
-        .key    = "tcp_threads",
-        .env    = {"AGG_TCP_THREADS", NULL},
-        .defval = "-1",
-        .type   = AGG_CONF_T_INT,
-        .min    = -1,
-        .max    = 1,
-        .scope  = AGG_CONF_SCOPE_CLIENT | AGG_CONF_SCOPE_SIM,
-        .doc    = "Large fragments over TCP (ranks on other hosts than their "
-                  "switchsim): 1 receives on a thread of its own while the "
-                  "caller sends (a SAT group's results in libagg; switchsim "
-                  "sends on one thread what another reads), so each byte is "
-                  "copied once per thread as on a raw socket; 0 does both on "
-                  "one thread, which is faster where there are fewer cores "
-                  "than busy threads; -1 takes 1 where the host has at least "
-                  "4 cores online.",
-    },
 
     /* ---- client library (libsharp_coll role) ------------------------- */
     [AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST] = {

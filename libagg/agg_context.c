@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "agg/log.h"
-#include "agg/net.h"
 #include "agg/sock.h"
 
 extern char **environ;
@@ -185,7 +184,6 @@ static void agg__context_settings(agg_context_t *ctx, const agg_context_spec_t *
     agg_log_set_level((int)agg_conf_int(c, AGG_CONF_LOG_LEVEL));
     ctx->rank_progress      = (int)agg_conf_int(c, AGG_CONF_RANK_PROGRESS);
     ctx->spin_count         = (long)agg_conf_int(c, AGG_CONF_SPIN_COUNT);
-    ctx->tcp_threads        = agg_net_threads(agg_conf_int(c, AGG_CONF_TCP_THREADS));
     /* Spinning while the processes that must run (the ranks, and switchsim
      * when it does the nodes' work) outnumber the cores only takes the CPU
      * from the process being waited for. */

@@ -41,7 +41,6 @@ struct agg_context {
     agg_msg_job_create_reply_t job; /* host order, identical on every rank */
     agg__alike_t    alike;
     long            spin_count;
-    int             tcp_threads; /* a SAT group over TCP receives on a thread of its own */
     int             connect_timeout_ms;
     int             num_groups;    /* groups created (LLT and SAT), for the INFO lines */
     struct agg_comm *comms;        /* every communicator, so a wait moves them all */

@@ -8,20 +8,11 @@
  * Nothing is allocated per fragment: the result slots are made at attach.
  * A fragment costs one sendmsg (header and data together) and the reads of
  * its result.
- *
- * A SAT group (large fragments, a pipeline of them in flight) reads its
- * results on a thread of its own, so that on a host with cores to spare
- * sending and receiving each take one and every byte is copied once per
- * thread, as on a raw socket; the caller sleeps on a futex between results.
- * An LLT group (small fragments, latency first) reads on the caller's thread,
- * with no hand-over from one thread to another.
  */
 #include "agg_internal.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -31,9 +22,7 @@
 #include "agg/log.h"
 #include "agg/net.h"
 #include "agg/reduce.h"
-#include "agg/shm.h"
 #include "agg/sock.h"
-#include "agg/wait.h"
 
 typedef struct agg__tl_tcp_res {
     uint64_t n;      /* fragment whose result is here; 0: none */
@@ -53,15 +42,7 @@ typedef struct agg__tl_tcp_res {
 
 typedef struct agg__tl_tcp {
     int                fd;
-    int                dead;       /* the connection is gone: every wait ends (atomic) */
-    /* a SAT group's receiving thread; rx_lock orders it with post and forget */
-    int                threaded;
-    int                stop;       /* (atomic) */
-    pthread_t          rx_thread;
-    pthread_mutex_t    rx_lock;
-    uint32_t           done_gen;   /* bumped when a result lands and the caller sleeps */
-    uint32_t           sleepers;
-    agg_wait_t         wait;
+    int                dead;       /* the connection is gone: every wait ends */
     agg_net_msg_t      hello;      /* the identity every message repeats */
     uint32_t           window;
     uint32_t           payload;
@@ -77,12 +58,6 @@ typedef struct agg__tl_tcp {
 
 static void agg__tl_tcp_free(agg__tl_tcp_t *t)
 {
-    if (t->threaded) {
-        __atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
-        shutdown(t->fd, SHUT_RDWR); /* its poll returns at once */
-        pthread_join(t->rx_thread, NULL);
-    }
-    pthread_mutex_destroy(&t->rx_lock);
     if (t->fd >= 0) {
         close(t->fd);
     }
@@ -99,43 +74,6 @@ static int agg__tl_tcp_off_loopback(int fd)
 
     return getpeername(fd, (struct sockaddr *)&ss, &len) != 0 ||
            !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
-}
-
-static int agg__tl_tcp_drain(agg__tl_tcp_t *t);
-
-/* A SAT group's receiving thread: reads results as they come and wakes the caller. */
-static void *agg__tl_tcp_rx_main(void *arg)
-{
-    agg__tl_tcp_t *t = arg;
-    struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
-    int n = 0;
-
-    while (n >= 0 && !__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
-        if (poll(&pfd, 1, AGG_WAIT_SLICE_MS) == 0) {
-            continue;
-        }
-        pthread_mutex_lock(&t->rx_lock);
-        n = agg__tl_tcp_drain(t);
-        pthread_mutex_unlock(&t->rx_lock);
-        if (n != 0) {
-            agg_wait_wake(&t->done_gen, &t->sleepers);
-        }
-    }
-    return NULL;
-}
-
-/* Starts the receiving thread, with every signal blocked: they are the application's. */
-static agg_status_t agg__tl_tcp_start(agg__tl_tcp_t *t)
-{
-    sigset_t all, old;
-    int rc;
-
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&t->rx_thread, NULL, agg__tl_tcp_rx_main, t);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    t->threaded = rc == 0;
-    return rc == 0 ? AGG_OK : AGG_ERR_NO_MEMORY;
 }
 
 static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_t *info,
@@ -164,8 +102,6 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
         return AGG_ERR_NO_MEMORY;
     }
     t->fd              = -1;
-    pthread_mutex_init(&t->rx_lock, NULL);
-    agg_wait_init(&t->wait, ctx->spin_count);
     t->window          = info->osts;
     t->payload         = info->payload;
     t->send_timeout_ms = ctx->alike.coll_timeout_ms > 0 ? ctx->alike.coll_timeout_ms : 30000;
@@ -214,18 +150,9 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
                   ep.port, ep.group_id, info->channel, agg_status_string(st));
         goto err;
     }
-    if (info->tree == AGG_TREE_SAT && ctx->tcp_threads) {
-        st = agg__tl_tcp_start(t);
-        if (st != AGG_OK) {
-            agg_error("rank %d: no thread to receive group %u's results: %s", rank,
-                      ep.group_id, agg_status_string(st));
-            goto err;
-        }
-    }
     agg_debug("rank %d: %s group %u part %u channel %u over TCP to %s:%d, %u fragments of "
-              "%u bytes in flight%s", rank, info->tree == AGG_TREE_SAT ? "SAT" : "LLT",
-              ep.group_id, ep.part, info->channel, ep.host, ep.port, info->osts, info->payload,
-              t->threaded ? ", results read on a thread of their own" : "");
+              "%u bytes in flight", rank, info->tree == AGG_TREE_SAT ? "SAT" : "LLT",
+              ep.group_id, ep.part, info->channel, ep.host, ep.port, info->osts, info->payload);
     *out = t;
     return AGG_OK;
 
@@ -241,6 +168,8 @@ static void agg__tl_tcp_detach(void *tlp)
     }
 }
 
+static int agg__tl_tcp_drain(agg__tl_tcp_t *t);
+
 /* Reads results while a send waits for room (agg_net_send's readable). */
 static int agg__tl_tcp_readable(void *arg)
 {
@@ -254,11 +183,8 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     size_t esize = agg_dtype_size(f->dtype);
     agg_status_t st;
 
-    if (__atomic_load_n(&t->dead, __ATOMIC_ACQUIRE)) {
+    if (t->dead) {
         return AGG_OK; /* taken, to fail at complete(): the group is gone */
-    }
-    if (t->threaded) {
-        pthread_mutex_lock(&t->rx_lock);
     }
     {
         agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
@@ -274,9 +200,6 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
             r->direct       = f->dst;
             r->direct_bytes = (size_t)f->count * esize;
         }
-    }
-    if (t->threaded) {
-        pthread_mutex_unlock(&t->rx_lock);
     }
     m.type   = AGG_NET_PUSH; /* the HELLO's identity, without the job's key */
     m.kind   = f->kind;
@@ -298,12 +221,11 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     }
     /* switchsim answers on this connection and may itself wait for room to
        send: read while writing, or both could wait */
-    st = agg_net_send(t->fd, &m, f->src, t->send_timeout_ms,
-                      t->threaded ? NULL : agg__tl_tcp_readable, t);
+    st = agg_net_send(t->fd, &m, f->src, t->send_timeout_ms, agg__tl_tcp_readable, t);
     if (st != AGG_OK) {
         agg_error("group %u: sending fragment %llu to switchsim failed: %s", m.group_id,
                   (unsigned long long)f->n, agg_status_string(st));
-        __atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+        t->dead = 1;
         return AGG_OK; /* complete() says the group is gone, for this and the rest */
     }
     return AGG_OK;
@@ -342,15 +264,12 @@ static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t)
     return AGG_OK;
 }
 
-/*
- * Reads what has arrived; returns results completed, or -1 when the link is
- * gone. On the receiving thread, under rx_lock, when the group has one.
- */
+/* Reads what has arrived; returns results completed, or -1 when the link is gone. */
 static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
 {
     int done = 0;
 
-    while (!__atomic_load_n(&t->dead, __ATOMIC_ACQUIRE)) {
+    while (!t->dead) {
         uint8_t *dst;
         size_t want;
         ssize_t rc;
@@ -370,16 +289,14 @@ static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
             break;
         }
         if (want > 0 && rc <= 0) {
-            if (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) { /* not our own detach */
-                agg_error("group %u: switchsim closed the connection", t->hello.group_id);
-            }
-            __atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+            agg_error("group %u: switchsim closed the connection", t->hello.group_id);
+            t->dead = 1;
             break;
         }
         t->rx_got += (size_t)rc;
         if (t->rx_dst == NULL && t->rx_got == sizeof(t->rx)) {
             if (agg__tl_tcp_rx_header(t) != AGG_OK) {
-                __atomic_store_n(&t->dead, 1, __ATOMIC_RELEASE);
+                t->dead = 1;
                 break;
             }
         }
@@ -394,7 +311,7 @@ static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
             done++;
         }
     }
-    return __atomic_load_n(&t->dead, __ATOMIC_ACQUIRE) ? -1 : done;
+    return t->dead ? -1 : done;
 }
 
 static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
@@ -403,16 +320,12 @@ static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
     agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
     size_t esize = agg_dtype_size(f->dtype);
 
-    if (__atomic_load_n(&r->n, __ATOMIC_ACQUIRE) != f->n) {
-        if (!t->threaded) {
-            agg__tl_tcp_drain(t);
-        }
-        if (__atomic_load_n(&r->n, __ATOMIC_ACQUIRE) != f->n) {
-            return __atomic_load_n(&t->dead, __ATOMIC_ACQUIRE) ? AGG_ERR_SHUTDOWN :
-                                                                 AGG_INPROGRESS;
+    if (r->n != f->n) {
+        agg__tl_tcp_drain(t);
+        if (r->n != f->n) {
+            return t->dead ? AGG_ERR_SHUTDOWN : AGG_INPROGRESS;
         }
     }
-    agg_wait_reset(&t->wait);
     if (r->status == AGG_OK && f->dst != NULL && f->kind == AGG_DP_KIND_DATA && !r->landed &&
         f->dst_len > 0 && (uint64_t)f->dst_off + f->dst_len <= r->count) {
         memcpy(f->dst, r->data + (size_t)f->dst_off * esize, (size_t)f->dst_len * esize);
@@ -422,24 +335,9 @@ static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
 
 static unsigned agg__tl_tcp_progress(void *tlp)
 {
-    agg__tl_tcp_t *t = tlp;
-    int n = t->threaded ? 0 : agg__tl_tcp_drain(t);
+    int n = agg__tl_tcp_drain(tlp);
 
     return n > 0 ? (unsigned)n : 0;
-}
-
-typedef struct agg__tl_tcp_awaited {
-    agg__tl_tcp_t *t;
-    uint64_t       n;
-} agg__tl_tcp_awaited_t;
-
-/* Whether the result a caller sleeps for is in (or never will be). */
-static int agg__tl_tcp_ready(void *arg)
-{
-    agg__tl_tcp_awaited_t *a = arg;
-
-    return __atomic_load_n(&a->t->res[(a->n - 1) % a->t->window].n, __ATOMIC_ACQUIRE) ==
-               a->n || __atomic_load_n(&a->t->dead, __ATOMIC_ACQUIRE);
 }
 
 static void agg__tl_tcp_idle(void *tlp, const agg_tl_frag_t *f)
@@ -447,11 +345,8 @@ static void agg__tl_tcp_idle(void *tlp, const agg_tl_frag_t *f)
     agg__tl_tcp_t *t = tlp;
     struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
 
-    if (t->threaded) {
-        agg__tl_tcp_awaited_t a = {.t = t, .n = f->n};
-
-        agg_wait_idle(&t->wait, &t->done_gen, &t->sleepers, agg__tl_tcp_ready, &a);
-    } else if (!t->dead) {
+    (void)f;
+    if (!t->dead) {
         poll(&pfd, 1, t->slice_ms);
     }
 }
@@ -466,21 +361,16 @@ static void agg__tl_tcp_forget(void *tlp, const agg_tl_frag_t *f)
     agg__tl_tcp_t *t = tlp;
     agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
 
-    if (t->threaded) {
-        pthread_mutex_lock(&t->rx_lock);
+    if (r->post_n != f->n || r->direct == NULL) {
+        return;
     }
     /* a result being read into the caller's buffer goes on into the slot */
-    if (r->post_n == f->n && r->direct != NULL) {
-        if (t->rx_dst == r->direct) {
-            t->rx_dst = r->data;
-            r->landed = 0;
-        }
-        r->direct       = NULL;
-        r->direct_bytes = 0;
+    if (t->rx_dst == r->direct) {
+        t->rx_dst = r->data;
+        r->landed = 0;
     }
-    if (t->threaded) {
-        pthread_mutex_unlock(&t->rx_lock);
-    }
+    r->direct       = NULL;
+    r->direct_bytes = 0;
 }
 
 const agg_tl_ops_t agg_tl_tcp_ops = {

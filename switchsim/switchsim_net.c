@@ -1,6 +1,6 @@
 /*
  * switchsim's TCP data port: members on other hosts send their fragments
- * here (agg/net.h) and get each result back. One thread reads every
+ * here (agg/net.h) and get each result back. One thread serves every
  * connection from one poll() loop: it reads what arrived, pushes each
  * fragment into the member's leaf with the same engine ranks run on shared
  * memory, and keeps a fragment whose slot is busy (or, reproducible, not its
@@ -14,18 +14,15 @@
  *
  * No thread waits for room on a socket. Every socket this port writes (a
  * member's connection, a link to another switchsim) has a queue of messages
- * in order: a small message goes straight out when the queue is empty and
- * the socket takes it; a large one, and what the socket does not take, waits
- * in the queue for a second thread, the sending one, which writes it when
- * poll() says there is room. So on a host with cores to spare the reading
- * and the sending of a stream each have one, and each byte is copied once
- * by each, as on a raw socket. A queued message's data stay where they are,
- * in the slot's accumulator: a slot is used again for fragment n + 2 x
- * window only (agg_seq_slots), which needs every member's fragment n +
- * window, which a member sends once it has result n, which is still in the
- * queue. A result narrowed to its wire type is narrowed when it starts going
- * out, into the connection's one buffer. A socket whose queue moves nothing
- * for SWITCHSIM_NET_SEND_MS is cut off.
+ * in order: a message goes straight out when the queue is empty and the
+ * socket takes it; what the socket does not take waits in the queue, and
+ * this thread writes it when poll() says there is room. A queued message's
+ * data stay where they are, in the slot's accumulator: a slot is used again
+ * for fragment n + 2 x window only (agg_seq_slots), which needs every
+ * member's fragment n + window, which a member sends once it has result n,
+ * which is still in the queue. A result narrowed to its wire type is
+ * narrowed when it starts going out, into the connection's one buffer. A
+ * socket whose queue moves nothing for SWITCHSIM_NET_SEND_MS is cut off.
  *
  * A group whose tree spans switchsims has a part here and parts there:
  * this switchsim keeps one outgoing link per other switchsim it sends to
@@ -65,9 +62,8 @@
 #define SWITCHSIM_NET_TXQ_FIRST 64u   /* messages a queue holds at first... */
 #define SWITCHSIM_NET_TXQ_MAX   (1u << 16) /* ...and at most, doubling when full */
 #define SWITCHSIM_NET_TX_IOV    16    /* queued messages written by one sendmsg */
-#define SWITCHSIM_NET_LARGE     16384u /* a fragment this large is read straight into its
-                                         accumulator when it can be, a message this large
-                                         is sent by the sending thread */
+#define SWITCHSIM_NET_DIRECT_MIN 16384u /* a fragment this large is read straight into its
+                                          accumulator when it can be */
 #define SWITCHSIM_NET_SERVE_MAX 16    /* fragments read straight in per turn of a connection */
 
 /* A message waiting to go out: its header, and where its data are. */
@@ -142,24 +138,20 @@ struct switchsim_net {
     int               off_loopback; /* peers prove the shared secret */
     agg_auth_t        auth;
     char              addr[AGG_WIRE_NAME_LEN]; /* advertised "ip:port" */
-    pthread_t         thread;   /* reads: every connection, and new ones */
+    pthread_t         thread;
     int               started;
-    pthread_t         writer;   /* sends what waits in the queues */
-    int               writer_started;
-    int               writer_stop; /* (atomic) */
-    int               hand_over; /* large messages go out on the sending thread (tcp_threads) */
     switchsim_conn_t  conns[SWITCHSIM_NET_MAX_CONNS];
     switchsim_link_t  links[SWITCHSIM_NET_MAX_LINKS];
     int               num_links;
     agg_dp_counters_t ctr;      /* this thread's driving */
     agg_dp_driver_t   drv;
     int               joining;  /* join threads running (atomic) */
-    int               wake_fd;  /* an eventfd: another thread queued something for the writer */
+    int               wake_fd;  /* an eventfd: another thread queued something */
     int               woken;    /* it was written and not read yet (atomic) */
 };
 
-/* Set on the sending thread: it polls its queues anyway, nobody wakes it. */
-static __thread int switchsim__on_writer;
+/* Set on the data port's thread: it polls its queues anyway, nobody wakes it. */
+static __thread int switchsim__on_net_thread;
 
 /* ---- send queues -------------------------------------------------------- */
 
@@ -254,12 +246,12 @@ static int switchsim__txq_flush(switchsim_txq_t *q, int fd)
     return 1;
 }
 
-/* Another thread left something queued: the sending thread polls for room. */
+/* Another thread left something queued: the data port's thread polls for room. */
 static void switchsim__wake(switchsim_net_t *net)
 {
     uint64_t one = 1;
 
-    if (!switchsim__on_writer && !__atomic_exchange_n(&net->woken, 1, __ATOMIC_ACQ_REL) &&
+    if (!switchsim__on_net_thread && !__atomic_exchange_n(&net->woken, 1, __ATOMIC_ACQ_REL) &&
         write(net->wake_fd, &one, sizeof(one)) < 0) {
         __atomic_store_n(&net->woken, 0, __ATOMIC_RELEASE); /* polled within 100 ms anyway */
     }
@@ -267,10 +259,9 @@ static void switchsim__wake(switchsim_net_t *net)
 
 /*
  * Sends a message through a socket's queue (caller holds the queue's lock):
- * a small one straight out when nothing waits; a large one, or one behind
- * others, for the sending thread to write, so that the thread that made it
- * (the reading one, most often) goes on reading while it goes out. 0, or -1
- * when the socket is broken or the queue is full (errno says which).
+ * straight out when nothing waits, else behind what waits, for the data
+ * port's thread to write. 0, or -1 when the socket is broken or the queue
+ * is full (errno says which).
  */
 static int switchsim__txq_send(switchsim_net_t *net, switchsim_txq_t *q, int fd,
                                const agg_net_msg_t *m, const void *data, int narrow)
@@ -309,8 +300,7 @@ static int switchsim__txq_send(switchsim_net_t *net, switchsim_txq_t *q, int fd,
     if (q->head - q->tail > 1) {
         return 0; /* behind others: pending already */
     }
-    r = net->hand_over && m->bytes >= SWITCHSIM_NET_LARGE && !switchsim__on_writer ?
-            0 : switchsim__txq_flush(q, fd);
+    r = switchsim__txq_flush(q, fd);
     if (r == 0) {
         q->moved_ms = agg_time_ms();
         __atomic_store_n(&q->pending, 1, __ATOMIC_RELEASE);
@@ -856,7 +846,7 @@ static int switchsim__net_claim(switchsim_net_t *net, switchsim_conn_t *c,
     switchsim_group_t *g;
     uint8_t *acc = NULL;
 
-    if (c->is_peer || m->bytes < SWITCHSIM_NET_LARGE ||
+    if (c->is_peer || m->bytes < SWITCHSIM_NET_DIRECT_MIN ||
         switchsim__net_contrib(c, m, &in) != 0) {
         return 0; /* a malformed one is reported once it is all in */
     }
@@ -1144,37 +1134,37 @@ static int switchsim__txq_poll(switchsim_txq_t *q, int fd, short revents, int64_
     return 0;
 }
 
-/*
- * The sending thread: writes what waits in every queue once its socket has
- * room, and cuts off a socket that took nothing for SWITCHSIM_NET_SEND_MS.
- */
-static void *switchsim__net_writer(void *arg)
+static void *switchsim__net_main(void *arg)
 {
     switchsim_net_t *net = arg;
-    /* the wake-up, connections, links */
-    static struct pollfd pfds[1 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
-    static int idx[1 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
+    /* the listener, the wake-up, connections, links */
+    static struct pollfd pfds[2 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
+    static int idx[2 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS];
 
-    switchsim__on_writer = 1;
-    while (!__atomic_load_n(&net->writer_stop, __ATOMIC_ACQUIRE)) {
-        int n = 1, i, nc, links = __atomic_load_n(&net->num_links, __ATOMIC_ACQUIRE);
+    switchsim__on_net_thread = 1;
+    while (!__atomic_load_n(&net->sim->stop, __ATOMIC_ACQUIRE)) {
+        int n = 2, i, nc, stalled = 0, links = __atomic_load_n(&net->num_links, __ATOMIC_ACQUIRE);
         int64_t now;
         const char *why;
 
-        pfds[0] = (struct pollfd){.fd = net->wake_fd, .events = POLLIN};
+        pfds[0] = (struct pollfd){.fd = net->listen_fd, .events = POLLIN};
+        pfds[1] = (struct pollfd){.fd = net->wake_fd, .events = POLLIN};
         for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
             switchsim_conn_t *c = &net->conns[i];
+            int state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 
-            if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SWITCHSIM_CONN_LIVE ||
-                !__atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
+            if (state == SWITCHSIM_CONN_REFUSED) {
+                switchsim__conn_close(net, c, NULL);
+            }
+            if (state != SWITCHSIM_CONN_LIVE) {
                 continue;
             }
-            pthread_mutex_lock(&c->tx_lock);
-            if (c->fd >= 0) {
-                pfds[n]  = (struct pollfd){.fd = c->fd, .events = POLLOUT};
-                idx[n++] = i;
+            stalled |= c->stalled;
+            pfds[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            if (__atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
+                pfds[n].events |= POLLOUT;
             }
-            pthread_mutex_unlock(&c->tx_lock);
+            idx[n++] = i;
         }
         nc = n;
         for (i = 0; i < links; ++i) {
@@ -1189,11 +1179,12 @@ static void *switchsim__net_writer(void *arg)
                 pthread_mutex_unlock(&l->lock);
             }
         }
-        if (poll(pfds, (nfds_t)n, 100) < 0 && errno != EINTR) {
+        /* a stalled fragment is retried at once; a worker frees its slot soon */
+        if (poll(pfds, (nfds_t)n, stalled ? 0 : 100) < 0 && errno != EINTR) {
             agg_error("data port: poll failed: %s", strerror(errno));
             break;
         }
-        if (pfds[0].revents & POLLIN) {
+        if (pfds[1].revents & POLLIN) {
             uint64_t v;
 
             __atomic_store_n(&net->woken, 0, __ATOMIC_RELEASE);
@@ -1202,16 +1193,22 @@ static void *switchsim__net_writer(void *arg)
             }
         }
         now = agg_time_ms();
-        for (i = 1; i < nc; ++i) {
+        for (i = 2; i < nc; ++i) {
             switchsim_conn_t *c = &net->conns[idx[i]];
+            short ev = pfds[i].revents;
 
-            pthread_mutex_lock(&c->tx_lock);
-            if (c->fd == pfds[i].fd &&
-                switchsim__txq_poll(&c->txq, c->fd, pfds[i].revents, now, &why) != 0) {
-                agg_warn("group %u: results to %s not sent: %s", c->group_id, c->peer, why);
-                shutdown(c->fd, SHUT_RDWR); /* the reading thread sees a hang-up */
+            if (c->fd >= 0 && __atomic_load_n(&c->txq.pending, __ATOMIC_ACQUIRE)) {
+                pthread_mutex_lock(&c->tx_lock);
+                if (switchsim__txq_poll(&c->txq, c->fd, ev, now, &why) != 0) {
+                    agg_warn("group %u: results to %s not sent: %s", c->group_id, c->peer, why);
+                    shutdown(c->fd, SHUT_RDWR); /* read below as a hang-up */
+                    ev |= POLLHUP;
+                }
+                pthread_mutex_unlock(&c->tx_lock);
             }
-            pthread_mutex_unlock(&c->tx_lock);
+            if (c->fd >= 0 && ((ev & (POLLIN | POLLHUP | POLLERR)) || c->stalled)) {
+                switchsim__net_serve(net, c, (ev & (POLLIN | POLLHUP | POLLERR)) != 0);
+            }
         }
         for (i = nc; i < n; ++i) {
             switchsim_link_t *l = &net->links[idx[i]];
@@ -1222,49 +1219,6 @@ static void *switchsim__net_writer(void *arg)
                 switchsim__link_break(l, AGG_ERR_TIMEOUT, why);
             }
             pthread_mutex_unlock(&l->lock);
-        }
-    }
-    return NULL;
-}
-
-/* The reading thread: new connections, and what every connection sends. */
-static void *switchsim__net_main(void *arg)
-{
-    switchsim_net_t *net = arg;
-    /* the listener, connections */
-    static struct pollfd pfds[1 + SWITCHSIM_NET_MAX_CONNS];
-    static int idx[1 + SWITCHSIM_NET_MAX_CONNS];
-
-    while (!__atomic_load_n(&net->sim->stop, __ATOMIC_ACQUIRE)) {
-        int n = 1, i, stalled = 0;
-
-        pfds[0] = (struct pollfd){.fd = net->listen_fd, .events = POLLIN};
-        for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
-            switchsim_conn_t *c = &net->conns[i];
-            int state = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-
-            if (state == SWITCHSIM_CONN_REFUSED) {
-                switchsim__conn_close(net, c, NULL);
-            }
-            if (state != SWITCHSIM_CONN_LIVE) {
-                continue;
-            }
-            stalled |= c->stalled;
-            pfds[n]  = (struct pollfd){.fd = c->fd, .events = POLLIN};
-            idx[n++] = i;
-        }
-        /* a stalled fragment is retried at once; a worker frees its slot soon */
-        if (poll(pfds, (nfds_t)n, stalled ? 0 : 100) < 0 && errno != EINTR) {
-            agg_error("data port: poll failed: %s", strerror(errno));
-            break;
-        }
-        for (i = 1; i < n; ++i) {
-            switchsim_conn_t *c = &net->conns[idx[i]];
-            short ev = pfds[i].revents;
-
-            if (c->fd >= 0 && ((ev & (POLLIN | POLLHUP | POLLERR)) || c->stalled)) {
-                switchsim__net_serve(net, c, (ev & (POLLIN | POLLHUP | POLLERR)) != 0);
-            }
         }
         if (pfds[0].revents & POLLIN) {
             switchsim__net_accept(net);
@@ -1307,7 +1261,6 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     net->sim       = sim;
     net->drv.ctr   = &net->ctr;
     net->listen_fd = -1;
-    net->hand_over = agg_net_threads(agg_conf_int(&sim->conf, AGG_CONF_TCP_THREADS));
     net->wake_fd   = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (net->wake_fd < 0) {
         agg_error("data port: eventfd: %s", strerror(errno));
@@ -1340,27 +1293,17 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     }
     snprintf(net->addr, sizeof(net->addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
              bound);
-    if (pthread_create(&net->writer, NULL, switchsim__net_writer, net) != 0) {
-        st = AGG_ERR_NO_MEMORY;
-        goto err;
-    }
-    net->writer_started = 1;
     if (pthread_create(&net->thread, NULL, switchsim__net_main, net) != 0) {
         st = AGG_ERR_NO_MEMORY;
         goto err;
     }
     net->started = 1;
     sim->net     = net;
-    agg_info("data port %s for ranks on other hosts%s%s", net->addr,
-             net->off_loopback ? " (shared secret required)" : "",
-             net->hand_over ? "; large messages sent on a thread of their own" : "");
+    agg_info("data port %s for ranks on other hosts%s", net->addr,
+             net->off_loopback ? " (shared secret required)" : "");
     return AGG_OK;
 
 err:
-    if (net->writer_started) {
-        __atomic_store_n(&net->writer_stop, 1, __ATOMIC_RELEASE);
-        pthread_join(net->writer, NULL);
-    }
     if (net->listen_fd >= 0) {
         close(net->listen_fd);
     }
@@ -1385,10 +1328,6 @@ void switchsim_net_stop(switchsim_t *sim)
     __atomic_store_n(&sim->stop, 1, __ATOMIC_RELEASE);
     if (net->started) {
         pthread_join(net->thread, NULL);
-    }
-    if (net->writer_started) {
-        __atomic_store_n(&net->writer_stop, 1, __ATOMIC_RELEASE);
-        pthread_join(net->writer, NULL);
     }
     /* joins still going end at their next read: their sockets are shut */
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {

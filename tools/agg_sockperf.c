@@ -21,7 +21,9 @@
  * The echo is what the TCP transport does with one member (its buffer up,
  * the result back): by default one thread at each end does both directions,
  * as the transport's do; -T gives each end a thread per direction, the bound
- * of a design with a sending and a receiving thread.
+ * of a design with a sending and a receiving thread; -2 (without -T) sends
+ * on one connection and echoes back on a second, one thread an end still:
+ * the bound of a transport with a connection per direction.
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -148,7 +150,8 @@ static void *echo_writer(void *arg)
     return NULL;
 }
 
-static uint64_t echo_serve(int fd, size_t bufsize, int threaded)
+/* Echoes what comes in on fd back on out (fd itself, or the second connection). */
+static uint64_t echo_serve(int fd, int out, size_t bufsize, int threaded)
 {
     uint64_t total = 0;
     ssize_t n;
@@ -157,7 +160,7 @@ static uint64_t echo_serve(int fd, size_t bufsize, int threaded)
         char *buf = alloc_or_exit(bufsize);
 
         while ((n = recv(fd, buf, bufsize, 0)) > 0 &&
-               send_all(fd, buf, (size_t)n) == 0) {
+               send_all(out, buf, (size_t)n) == 0) {
             total += (uint64_t)n;
         }
         free(buf);
@@ -205,7 +208,7 @@ static uint64_t echo_serve(int fd, size_t bufsize, int threaded)
         pthread_join(th, NULL);
         free(e.ring);
     }
-    shutdown(fd, SHUT_WR);
+    shutdown(out, SHUT_WR);
     return total;
 }
 
@@ -230,8 +233,8 @@ static void *echo_receiver(void *arg)
 
 /* Sends for `seconds` with at most `window` bytes unanswered; returns the
    bytes echoed back (all that was sent, or 0 on error). */
-static uint64_t echo_drive(int fd, char *buf, size_t bufsize, size_t window, double seconds,
-                           int threaded)
+static uint64_t echo_drive(int fd, int back, char *buf, size_t bufsize, size_t window,
+                           double seconds, int threaded)
 {
     uint64_t sent = 0, got = 0;
     double t0 = now();
@@ -266,8 +269,11 @@ static uint64_t echo_drive(int fd, char *buf, size_t bufsize, size_t window, dou
         size_t part = 0; /* of the chunk being sent */
         int writing = 1;
 
+        /* [0]: the echo comes back here; [1]: sending, when it is another connection */
         for (;;) {
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            struct pollfd pfd[2] = {{.fd = back, .events = POLLIN}, {.fd = fd}};
+            nfds_t npfd = back == fd ? 1 : 2;
+            short *out = back == fd ? &pfd[0].events : &pfd[1].events;
             ssize_t n;
 
             if (writing && now() - t0 >= seconds && part == 0) {
@@ -275,19 +281,19 @@ static uint64_t echo_drive(int fd, char *buf, size_t bufsize, size_t window, dou
                 writing = 0;
             }
             if (writing && sent + bufsize - got <= window) {
-                pfd.events |= POLLOUT;
+                *out |= POLLOUT;
             }
-            if (poll(&pfd, 1, 10000) <= 0) {
+            if (poll(pfd, npfd, 10000) <= 0) {
                 break;
             }
-            if (pfd.revents & POLLIN) {
-                n = recv(fd, rbuf, bufsize, MSG_DONTWAIT);
+            if (pfd[0].revents & POLLIN) {
+                n = recv(back, rbuf, bufsize, MSG_DONTWAIT);
                 if (n <= 0) {
                     break;
                 }
                 got += (uint64_t)n;
             }
-            if (pfd.revents & POLLOUT) {
+            if (pfd[npfd - 1].revents & POLLOUT) {
                 n = send(fd, buf + part, bufsize - part, MSG_DONTWAIT);
                 if (n > 0) {
                     part += (size_t)n;
@@ -303,11 +309,11 @@ static uint64_t echo_drive(int fd, char *buf, size_t bufsize, size_t window, dou
     return got == sent ? got : 0;
 }
 
-static int serve(const char *addr, size_t bufsize, int echo, int threaded)
+static int serve(const char *addr, size_t bufsize, int echo, int threaded, int two)
 {
     struct sockaddr_storage ss;
     socklen_t len;
-    int lfd, fd, one = 1;
+    int lfd, fd, out, one = 1;
     uint64_t total = 0;
     char *buf = alloc_or_exit(bufsize);
     ssize_t n;
@@ -317,19 +323,20 @@ static int serve(const char *addr, size_t bufsize, int echo, int threaded)
     }
     lfd = socket(ss.ss_family, SOCK_STREAM, 0);
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&ss, len) != 0 || listen(lfd, 1) != 0) {
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&ss, len) != 0 || listen(lfd, 2) != 0) {
         perror("agg_sockperf: listen");
         return 2;
     }
     printf("listening\n");
     fflush(stdout);
-    fd = accept(lfd, NULL, NULL);
-    if (fd < 0) {
+    fd  = accept(lfd, NULL, NULL);
+    out = fd >= 0 && two ? accept(lfd, NULL, NULL) : fd;
+    if (fd < 0 || out < 0) {
         perror("agg_sockperf: accept");
         return 2;
     }
     if (echo) {
-        total = echo_serve(fd, bufsize, threaded);
+        total = echo_serve(fd, out, bufsize, threaded);
     } else {
         while ((n = recv(fd, buf, bufsize, 0)) > 0) {
             total += (uint64_t)n;
@@ -339,49 +346,68 @@ static int serve(const char *addr, size_t bufsize, int echo, int threaded)
         perror("agg_sockperf: send");
     }
     printf("received %llu bytes\n", (unsigned long long)total);
+    if (out != fd) {
+        close(out);
+    }
     close(fd);
     close(lfd);
     free(buf);
     return 0;
 }
 
+/* A connection to the server (tried for 2 s while it starts); -1 when none. */
+static int connect_to(const struct sockaddr_storage *ss, socklen_t len)
+{
+    int fd, one = 1, tries;
+
+    for (tries = 0;; ++tries) {
+        fd = socket(ss->ss_family, SOCK_STREAM, 0);
+        if (fd >= 0 && connect(fd, (const struct sockaddr *)ss, len) == 0) {
+            break;
+        }
+        close(fd);
+        if (tries > 100) {
+            perror("agg_sockperf: connect");
+            return -1;
+        }
+        usleep(20000);
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
 static int drive(const char *addr, double seconds, size_t bufsize, size_t window, int echo,
-                 int threaded)
+                 int threaded, int two)
 {
     struct sockaddr_storage ss;
     socklen_t len;
     uint64_t sent = 0, got = 0;
     char *buf = memset(alloc_or_exit(bufsize), 0, bufsize);
     double t0, t1;
-    int fd, one = 1, tries;
+    int fd, back;
 
     if (resolve(addr, &ss, &len) != 0) {
         return 2;
     }
-    for (tries = 0;; ++tries) {
-        fd = socket(ss.ss_family, SOCK_STREAM, 0);
-        if (fd >= 0 && connect(fd, (struct sockaddr *)&ss, len) == 0) {
-            break;
-        }
-        close(fd);
-        if (tries > 100) {
-            perror("agg_sockperf: connect");
-            return 2;
-        }
-        usleep(20000);
+    fd   = connect_to(&ss, len);
+    back = fd >= 0 && two ? connect_to(&ss, len) : fd;
+    if (fd < 0 || back < 0) {
+        return 2;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     t0 = now();
     if (echo) {
-        sent = echo_drive(fd, buf, bufsize, window, seconds, threaded);
+        sent = echo_drive(fd, back, buf, bufsize, window, seconds, threaded);
         t1   = now();
         if (sent == 0) {
             fprintf(stderr, "agg_sockperf: the echo did not all come back\n");
             return 1;
         }
         printf("agg_sockperf: echo%s: %llu bytes each way in %.3f s: %.3f GB/s each way\n",
-               threaded ? " (a thread per direction)" : "", (unsigned long long)sent, t1 - t0,
-               (double)sent / (t1 - t0) / 1e9);
+               threaded ? " (a thread per direction)" : two ? " (a connection each way)" : "",
+               (unsigned long long)sent, t1 - t0, (double)sent / (t1 - t0) / 1e9);
+        if (back != fd) {
+            close(back);
+        }
         close(fd);
         free(buf);
         return 0;
@@ -414,9 +440,9 @@ int main(int argc, char **argv)
     const char *server = NULL, *client = NULL;
     double seconds = 3;
     size_t bufsize = 4u << 20, window = 16u << 20;
-    int opt, echo = 0, threaded = 0;
+    int opt, echo = 0, threaded = 0, two = 0;
 
-    while ((opt = getopt(argc, argv, "s:c:t:b:w:eT")) != -1) {
+    while ((opt = getopt(argc, argv, "s:c:t:b:w:eT2")) != -1) {
         switch (opt) {
         case 's': server = optarg; break;
         case 'c': client = optarg; break;
@@ -425,15 +451,16 @@ int main(int argc, char **argv)
         case 'w': window = strtoull(optarg, NULL, 0); break;
         case 'e': echo = 1; break;
         case 'T': threaded = 1; break;
+        case '2': two = 1; break;
         default: server = client = NULL; break;
         }
     }
     if ((server == NULL) == (client == NULL) || bufsize == 0 || bufsize > (1u << 30) ||
-        window < bufsize) {
-        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T]] | -c HOST:PORT [-e [-T]] "
-                        "[-t SEC] [-b BYTES (1 GiB at most)] [-w WINDOW >= BYTES]\n");
+        window < bufsize || (two && (!echo || threaded))) {
+        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T|-2]] | -c HOST:PORT "
+                        "[-e [-T|-2]] [-t SEC] [-b BYTES (1 GiB at most)] [-w WINDOW >= BYTES]\n");
         return 2;
     }
-    return server != NULL ? serve(server, bufsize, echo, threaded)
-                          : drive(client, seconds, bufsize, window, echo, threaded);
+    return server != NULL ? serve(server, bufsize, echo, threaded, two)
+                          : drive(client, seconds, bufsize, window, echo, threaded, two);
 }

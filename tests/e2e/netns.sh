@@ -143,38 +143,34 @@ bandwidth() {
     # the transport's pattern on a raw socket: 256 KiB writes echoed back, 1 MiB
     # unanswered at most (the default SAT pipeline; NETNS_ECHO_SWEEP="BYTES:WINDOW
     # ..." other sizes), one thread at each end for both directions, then a
-    # thread per direction
+    # thread per direction, then one thread an end with a connection each way
     for e in ${NETNS_ECHO_SWEEP:-262144:1048576}; do
         sockperf 0 1 7996 "$TMP/echo1" -e -b "${e%%:*}" -w "${e#*:}"
         sockperf 0 1 7995 "$TMP/echo2" -e -T -b "${e%%:*}" -w "${e#*:}"
+        sockperf 0 1 7994 "$TMP/echo3" -e -2 -b "${e%%:*}" -w "${e#*:}"
         echo "raw echo aggh1 -> aggh0 -> aggh1, $e: one thread an end $(gbps "$TMP/echo1") GB/s" \
-            "each way; a thread per direction $(gbps "$TMP/echo2") GB/s each way"
+            "each way; a thread per direction $(gbps "$TMP/echo2") GB/s each way;" \
+            "a connection each way $(gbps "$TMP/echo3") GB/s each way"
         [ -n "${rawe:-}" ] || rawe=$(gbps "$TMP/echo1")
     done
-    # the transport with tcp_threads 0 and 1 (one thread an end for both
-    # directions, a thread per direction: NETNS_BW_THREADS="0 1" by default),
-    # in a switchsim of its own on the head hosting every switch.
     # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
     # defaults when unset); NETNS_BW_X="-x VAR=VALUE ..." gives the rank more
     # settings, and then its output's lines matching NETNS_BW_GREP (default:
-    # the TCP window libagg logs at SHARP_COLL_LOG_LEVEL=4) are shown
-    for th in ${NETNS_BW_THREADS:-0 1}; do
-        stop_sims
-        AGG_TCP_THREADS=$th start_sim 0 all "simbw$th" $((7130 + th))
-        for pipe in ${NETNS_BW_SWEEP:-default}; do
-            popts=()
-            [ "$pipe" = default ] ||
-                popts=(-x SHARP_COLL_PIPELINE_DEPTH="${pipe%%:*}" -x AGG_SAT_CHUNK_SIZE="${pipe#*:}")
-            run tcp_bw -np 1 --host "$(ip_of 1)" -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
-                -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -x HCOLL_SHARP_NP=1 -x AGG_TCP_THREADS="$th" \
-                ${NETNS_BW_X:-} "${popts[@]}" -- "$BIN/agg_link_bytes" -n 10 -s 16777216,67108864
-            grep -q "every result right" "$TMP/tcp_bw.out" || { cat "$TMP/tcp_bw.out"; fail "tcp_bw: wrong results"; }
-            [ -z "${NETNS_BW_X:-}" ] || grep -E "${NETNS_BW_GREP:-in flight}" "$TMP/tcp_bw.out" || true
-            awk -v raw1="$raw1" -v raw2="$raw2" -v rawe="$rawe" -v pipe="$pipe" -v th="$th" '$2 == "offload" {
-                    bw = $1 / $3 / 1000
-                    printf "TCP transport, tcp_threads %d, %d bytes per call (SAT pipeline %s): %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways, %.2f of the raw echo\n", th, $1, pipe, bw, 2 * bw, bw / raw1, 2 * bw / raw2, bw / rawe }' \
-                "$TMP/tcp_bw.out"
-        done
+    # the TCP window libagg logs at SHARP_COLL_LOG_LEVEL=4) are shown;
+    # NETNS_BW_SIZES="BYTES,..." other sizes per call
+    for pipe in ${NETNS_BW_SWEEP:-default}; do
+        popts=()
+        [ "$pipe" = default ] ||
+            popts=(-x SHARP_COLL_PIPELINE_DEPTH="${pipe%%:*}" -x AGG_SAT_CHUNK_SIZE="${pipe#*:}")
+        run tcp_bw -np 1 --host "$(ip_of 1)" -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+            -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -x HCOLL_SHARP_NP=1 ${NETNS_BW_X:-} "${popts[@]}" -- \
+            "$BIN/agg_link_bytes" -n 10 -s "${NETNS_BW_SIZES:-16777216,67108864}"
+        grep -q "every result right" "$TMP/tcp_bw.out" || { cat "$TMP/tcp_bw.out"; fail "tcp_bw: wrong results"; }
+        [ -z "${NETNS_BW_X:-}" ] || grep -E "${NETNS_BW_GREP:-in flight}" "$TMP/tcp_bw.out" || true
+        awk -v raw1="$raw1" -v raw2="$raw2" -v rawe="$rawe" -v pipe="$pipe" '$2 == "offload" {
+                bw = $1 / $3 / 1000
+                printf "TCP transport, %d bytes per call (SAT pipeline %s): %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways, %.2f of the raw echo\n", $1, pipe, bw, 2 * bw, bw / raw1, 2 * bw / raw2, bw / rawe }' \
+            "$TMP/tcp_bw.out"
     done
 }
 
@@ -212,6 +208,8 @@ run() {
 
 # NETNS_BW_ONLY=1: the transport's bandwidth alone (layout B), no checks
 if [ "${NETNS_BW_ONLY:-0}" = 1 ]; then
+    stop_sims
+    start_sim 0 all simall 7127
     bandwidth
     exit 0
 fi
@@ -309,15 +307,12 @@ else
     echo "SKIP (broken link): ss -K cannot kill sockets here"
 fi
 
-# layout B: one switchsim on the head hosts every switch; ranks reach it over
-# TCP, with a thread per direction at each end (tcp_threads 1; layout A took
-# the default, which is 0 on a host of fewer than 4 cores)
+# layout B: one switchsim on the head hosts every switch; ranks reach it over TCP
 stop_sims
-MPI+=(-x AGG_TCP_THREADS=1)
 # (a new port: the old one may linger in TIME_WAIT.) It gives a joining peer
 # 60 s to prove the secret, and one that connects and says nothing meanwhile
 # holds up nobody: the ranks (3 s to join) get in beside it
-AGG_CONNECT_TIMEOUT_MS=60000 AGG_TCP_THREADS=1 start_sim 0 all simall 7127
+AGG_CONNECT_TIMEOUT_MS=60000 start_sim 0 all simall 7127
 in_ns 3 bash -c 'exec 5<>/dev/tcp/$0/7127 && exec sleep 60' "$(ip_of 0)" &
 silent=$!
 sleep 0.3

@@ -101,7 +101,4 @@ agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int 
 /* Larger socket buffers and no Nagle delay: a window of fragments fits in flight. */
 void agg_net_tune(int fd);
 
-/* The tcp_threads setting resolved: -1 (auto) is 1 where at least 4 cores are online. */
-int agg_net_threads(long setting);
-
 #endif

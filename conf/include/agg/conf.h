@@ -16,7 +16,6 @@ typedef enum agg_conf_id {
     AGG_CONF_AM_KEY_FILE,          /* AGG_AM_KEY_FILE the shared secret, off loopback */
     AGG_CONF_CONNECT_TIMEOUT_MS,   /* AGG_CONNECT_TIMEOUT_MS */
     AGG_CONF_SPIN_COUNT,           /* AGG_SPIN_COUNT polls before a waiter sleeps */
-    AGG_CONF_TCP_THREADS,          /* AGG_TCP_THREADS -1 auto, 0, 1: a thread per direction */
     /* client library (libsharp_coll role) */
     AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST, /* SHARP_COLL_JOB_QUOTA_PAYLOAD_PER_OST */
     AGG_CONF_JOB_QUOTA_OSTS,       /* SHARP_COLL_JOB_QUOTA_OSTS */
