@@ -21,9 +21,10 @@
  * The echo is what the TCP transport does with one member (its buffer up,
  * the result back): by default one thread at each end does both directions,
  * as the transport's do; -T gives each end a thread per direction, the bound
- * of a design with a sending and a receiving thread; -2 (without -T) sends
- * on one connection and echoes back on a second, one thread an end still:
- * the bound of a transport with a connection per direction.
+ * of a design with a sending and a receiving thread; -2 sends on one
+ * connection and echoes back on a second: with -T, the bound of a transport
+ * with a thread and a connection per direction (no socket's lock shared by
+ * the two directions).
  */
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -165,7 +166,7 @@ static uint64_t echo_serve(int fd, int out, size_t bufsize, int threaded)
         }
         free(buf);
     } else {
-        echo_t e = {.fd = fd, .size = 8 * bufsize, .chunk = bufsize};
+        echo_t e = {.fd = out, .size = 8 * bufsize, .chunk = bufsize}; /* its writer's */
         pthread_t th;
 
         e.ring = alloc_or_exit(e.size);
@@ -240,7 +241,7 @@ static uint64_t echo_drive(int fd, int back, char *buf, size_t bufsize, size_t w
     double t0 = now();
 
     if (threaded) {
-        echo_t e = {.fd = fd, .ring = alloc_or_exit(bufsize), .chunk = bufsize};
+        echo_t e = {.fd = back, .ring = alloc_or_exit(bufsize), .chunk = bufsize};
         pthread_t th;
 
         pthread_mutex_init(&e.mu, NULL);
@@ -403,6 +404,7 @@ static int drive(const char *addr, double seconds, size_t bufsize, size_t window
             return 1;
         }
         printf("agg_sockperf: echo%s: %llu bytes each way in %.3f s: %.3f GB/s each way\n",
+               threaded && two ? " (a thread and a connection each way)" :
                threaded ? " (a thread per direction)" : two ? " (a connection each way)" : "",
                (unsigned long long)sent, t1 - t0, (double)sent / (t1 - t0) / 1e9);
         if (back != fd) {
@@ -456,9 +458,9 @@ int main(int argc, char **argv)
         }
     }
     if ((server == NULL) == (client == NULL) || bufsize == 0 || bufsize > (1u << 30) ||
-        window < bufsize || (two && (!echo || threaded))) {
-        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T|-2]] | -c HOST:PORT "
-                        "[-e [-T|-2]] [-t SEC] [-b BYTES (1 GiB at most)] [-w WINDOW >= BYTES]\n");
+        window < bufsize || (two && !echo)) {
+        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T] [-2]] | -c HOST:PORT "
+                        "[-e [-T] [-2]] [-t SEC] [-b BYTES (1 GiB at most)] [-w WINDOW >= BYTES]\n");
         return 2;
     }
     return server != NULL ? serve(server, bufsize, echo, threaded, two)

@@ -143,14 +143,15 @@ bandwidth() {
     # the transport's pattern on a raw socket: 256 KiB writes echoed back, 1 MiB
     # unanswered at most (the default SAT pipeline; NETNS_ECHO_SWEEP="BYTES:WINDOW
     # ..." other sizes), one thread at each end for both directions, then a
-    # thread per direction, then one thread an end with a connection each way
+    # thread per direction, a connection each way, and both
     for e in ${NETNS_ECHO_SWEEP:-262144:1048576}; do
         sockperf 0 1 7996 "$TMP/echo1" -e -b "${e%%:*}" -w "${e#*:}"
         sockperf 0 1 7995 "$TMP/echo2" -e -T -b "${e%%:*}" -w "${e#*:}"
         sockperf 0 1 7994 "$TMP/echo3" -e -2 -b "${e%%:*}" -w "${e#*:}"
-        echo "raw echo aggh1 -> aggh0 -> aggh1, $e: one thread an end $(gbps "$TMP/echo1") GB/s" \
-            "each way; a thread per direction $(gbps "$TMP/echo2") GB/s each way;" \
-            "a connection each way $(gbps "$TMP/echo3") GB/s each way"
+        sockperf 0 1 7993 "$TMP/echo4" -e -T -2 -b "${e%%:*}" -w "${e#*:}"
+        echo "raw echo aggh1 -> aggh0 -> aggh1, $e, GB/s each way: one thread an end" \
+            "$(gbps "$TMP/echo1"); a thread per direction $(gbps "$TMP/echo2"); a connection" \
+            "each way $(gbps "$TMP/echo3"); a thread and a connection each way $(gbps "$TMP/echo4")"
         [ -n "${rawe:-}" ] || rawe=$(gbps "$TMP/echo1")
     done
     # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
