@@ -117,8 +117,9 @@ agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int 
             if (now >= deadline) {
                 return AGG_ERR_TIMEOUT;
             }
-            if (poll(&pfd, 1, (int)(deadline - now)) > 0 && (pfd.revents & POLLIN) &&
-                readable(arg) < 0) {
+            /* with a reader, every 10 ms at least: it may read other sockets too */
+            if ((poll(&pfd, 1, (int)(deadline - now < 10 || !readable ? deadline - now : 10)) >= 0 &&
+                 readable && readable(arg) < 0)) {
                 return AGG_ERR_IO;
             }
             continue;

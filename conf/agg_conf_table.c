@@ -301,6 +301,21 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "A collective that sees no progress for this many "
                   "milliseconds fails with a timeout instead of hanging.",
     },
+    [AGG_CONF_TCP_LANES] = {
+        .id     = AGG_CONF_TCP_LANES,
+        .key    = "tcp_lanes",
+        .env    = {"AGG_TCP_LANES", NULL},
+        .defval = "4",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 8,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "TCP connections a rank opens to a switchsim on another "
+                  "host for one SAT group: chunk n goes up, and its result "
+                  "comes down, on connection (n - 1) % tcp_lanes, all driven "
+                  "by the calling thread. Several flows move more than one "
+                  "(tests/e2e/netns.sh measures both). LLT groups use one.",
+    },
     [AGG_CONF_ENABLE_CUDA] = {
         .id     = AGG_CONF_ENABLE_CUDA,
         .key    = "enable_cuda",

@@ -5,6 +5,11 @@
  * arrive in the order the tree completes them; each lands in the window
  * slot of its fragment, so complete() finds it whatever the order.
  *
+ * A SAT group's member opens tcp_lanes connections (AGG_TCP_LANES; LLT
+ * groups one): fragment n goes up, and its result comes down, on lane
+ * (n - 1) % lanes, so several TCP flows carry the stream, driven by the
+ * calling thread alone (no hand-over between threads).
+ *
  * Nothing is allocated per fragment: the result slots are made at attach.
  * A fragment costs one sendmsg (header and data together) and the reads of
  * its result.
@@ -40,26 +45,36 @@ typedef struct agg__tl_tcp_res {
     int      landed;  /* this result went straight to `direct` */
 } agg__tl_tcp_res_t;
 
+/* One connection of the member and the message being received on it. */
+typedef struct agg__tl_tcp_lane {
+    int           fd;
+    agg_net_msg_t rx;
+    size_t        rx_got;     /* bytes of header, then of data, in */
+    uint8_t      *rx_dst;     /* where its data goes; NULL: header not complete */
+} agg__tl_tcp_lane_t;
+
 typedef struct agg__tl_tcp {
-    int                fd;
-    int                dead;       /* the connection is gone: every wait ends */
+    int                dead;       /* a connection is gone: every wait ends */
     agg_net_msg_t      hello;      /* the identity every message repeats */
     uint32_t           window;
     uint32_t           payload;
     agg__tl_tcp_res_t *res;        /* window entries, by (n - 1) % window */
     uint8_t           *res_mem;
-    /* the message being received */
-    agg_net_msg_t      rx;
-    size_t             rx_got;     /* bytes of header, then of data, in */
-    uint8_t           *rx_dst;     /* where its data goes; NULL: header not complete */
+    uint32_t           lanes;
+    agg__tl_tcp_lane_t lane[AGG_NET_MAX_LANES];
+    struct pollfd      pfd[AGG_NET_MAX_LANES];
     int                send_timeout_ms;
     int                slice_ms;
 } agg__tl_tcp_t;
 
 static void agg__tl_tcp_free(agg__tl_tcp_t *t)
 {
-    if (t->fd >= 0) {
-        close(t->fd);
+    uint32_t l;
+
+    for (l = 0; l < AGG_NET_MAX_LANES; ++l) {
+        if (t->lane[l].fd >= 0) {
+            close(t->lane[l].fd);
+        }
     }
     free(t->res);
     free(t->res_mem);
@@ -76,11 +91,54 @@ static int agg__tl_tcp_off_loopback(int fd)
            !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
 }
 
+/* Opens lane `l`: connect, the secret off loopback, HELLO and its answer. */
+static agg_status_t agg__tl_tcp_join(agg_context_t *ctx, agg__tl_tcp_t *t, uint32_t l,
+                                     const agg_net_ep_t *ep, int rank)
+{
+    agg_net_msg_t hello = t->hello, reply;
+    char why[256];
+    agg_status_t st;
+    int fd;
+
+    st = agg_sock_connect(ep->host, ep->port, ctx->connect_timeout_ms, &t->lane[l].fd);
+    if (st != AGG_OK) {
+        agg_error("rank %d: cannot reach switchsim at %s:%d for group %u: %s", rank, ep->host,
+                  ep->port, ep->group_id, agg_status_string(st));
+        return st;
+    }
+    fd = t->lane[l].fd;
+    agg_net_tune(fd);
+    if (agg__tl_tcp_off_loopback(fd)) {
+        st = agg_auth_client(fd, &ctx->auth, ctx->connect_timeout_ms, why, sizeof(why));
+        if (st != AGG_OK) {
+            agg_error("rank %d: switchsim at %s:%d: %s", rank, ep->host, ep->port, why);
+            return st;
+        }
+    }
+    hello.root = l;
+    st = agg_net_send(fd, &hello, NULL, ctx->connect_timeout_ms, NULL, NULL);
+    if (st == AGG_OK) {
+        st = agg_sock_recv_all(fd, &reply, sizeof(reply), ctx->connect_timeout_ms);
+    }
+    if (st == AGG_OK && (reply.magic != AGG_NET_MAGIC || reply.type != AGG_NET_HELLO ||
+                         reply.bytes != 0)) {
+        st = AGG_ERR_PROTOCOL;
+    }
+    if (st == AGG_OK && reply.status != AGG_OK) {
+        st = reply.status;
+    }
+    if (st != AGG_OK) {
+        agg_error("rank %d: switchsim at %s:%d refused group %u channel %u (connection %u of "
+                  "%u): %s", rank, ep->host, ep->port, ep->group_id, hello.channel, l + 1,
+                  t->lanes, agg_status_string(st));
+    }
+    return st;
+}
+
 static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_t *info,
                                        int rank, void **out)
 {
     agg_net_ep_t ep;
-    agg_net_msg_t reply;
     agg__tl_tcp_t *t;
     char why[256];
     agg_status_t st;
@@ -101,7 +159,11 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
     if (t == NULL) {
         return AGG_ERR_NO_MEMORY;
     }
-    t->fd              = -1;
+    for (i = 0; i < AGG_NET_MAX_LANES; ++i) {
+        t->lane[i].fd = -1;
+    }
+    /* a SAT stream over several flows; LLT fragments are too small to gain */
+    t->lanes           = info->tree == AGG_TREE_SAT ? ctx->tcp_lanes : 1;
     t->window          = info->osts;
     t->payload         = info->payload;
     t->send_timeout_ms = ctx->alike.coll_timeout_ms > 0 ? ctx->alike.coll_timeout_ms : 30000;
@@ -115,44 +177,22 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
     for (i = 0; i < t->window; ++i) {
         t->res[i].data = t->res_mem + (size_t)i * t->payload;
     }
-    st = agg_sock_connect(ep.host, ep.port, ctx->connect_timeout_ms, &t->fd);
-    if (st != AGG_OK) {
-        agg_error("rank %d: cannot reach switchsim at %s:%d for group %u: %s", rank, ep.host,
-                  ep.port, ep.group_id, agg_status_string(st));
-        goto err;
-    }
-    agg_net_tune(t->fd);
-    if (agg__tl_tcp_off_loopback(t->fd)) {
-        st = agg_auth_client(t->fd, &ctx->auth, ctx->connect_timeout_ms, why, sizeof(why));
-        if (st != AGG_OK) {
-            agg_error("rank %d: switchsim at %s:%d: %s", rank, ep.host, ep.port, why);
-            goto err;
-        }
-    }
     t->hello = (agg_net_msg_t){
         .magic = AGG_NET_MAGIC, .type = AGG_NET_HELLO, .tree = (uint8_t)info->tree,
         .group_id = ep.group_id, .part = ep.part, .channel = info->channel,
-        .count = info->osts, .total = info->payload, .n = ctx->job_key,
+        .count = info->osts, .total = info->payload, .n = ctx->job_key, .len = t->lanes,
     };
-    st = agg_net_send(t->fd, &t->hello, NULL, ctx->connect_timeout_ms, NULL, NULL);
-    if (st == AGG_OK) {
-        st = agg_sock_recv_all(t->fd, &reply, sizeof(reply), ctx->connect_timeout_ms);
-    }
-    if (st == AGG_OK && (reply.magic != AGG_NET_MAGIC || reply.type != AGG_NET_HELLO ||
-                         reply.bytes != 0)) {
-        st = AGG_ERR_PROTOCOL;
-    }
-    if (st == AGG_OK && reply.status != AGG_OK) {
-        st = reply.status;
-    }
-    if (st != AGG_OK) {
-        agg_error("rank %d: switchsim at %s:%d refused group %u channel %u: %s", rank, ep.host,
-                  ep.port, ep.group_id, info->channel, agg_status_string(st));
-        goto err;
+    for (i = 0; i < t->lanes; ++i) {
+        st = agg__tl_tcp_join(ctx, t, i, &ep, rank);
+        if (st != AGG_OK) {
+            goto err;
+        }
+        t->pfd[i] = (struct pollfd){.fd = t->lane[i].fd, .events = POLLIN};
     }
     agg_debug("rank %d: %s group %u part %u channel %u over TCP to %s:%d, %u fragments of "
-              "%u bytes in flight", rank, info->tree == AGG_TREE_SAT ? "SAT" : "LLT",
-              ep.group_id, ep.part, info->channel, ep.host, ep.port, info->osts, info->payload);
+              "%u bytes in flight on %u connection%s", rank,
+              info->tree == AGG_TREE_SAT ? "SAT" : "LLT", ep.group_id, ep.part, info->channel,
+              ep.host, ep.port, info->osts, info->payload, t->lanes, t->lanes > 1 ? "s" : "");
     *out = t;
     return AGG_OK;
 
@@ -221,7 +261,8 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     }
     /* switchsim answers on this connection and may itself wait for room to
        send: read while writing, or both could wait */
-    st = agg_net_send(t->fd, &m, f->src, t->send_timeout_ms, agg__tl_tcp_readable, t);
+    st = agg_net_send(t->lane[(f->n - 1) % t->lanes].fd, &m, f->src, t->send_timeout_ms,
+                      agg__tl_tcp_readable, t);
     if (st != AGG_OK) {
         agg_error("group %u: sending fragment %llu to switchsim failed: %s", m.group_id,
                   (unsigned long long)f->n, agg_status_string(st));
@@ -237,13 +278,14 @@ static void agg__tl_tcp_flush(void *tlp)
 }
 
 /* The header is in: checks it and says where its data go. */
-static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t)
+static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *ln)
 {
-    agg_net_msg_t *m = &t->rx;
+    agg_net_msg_t *m = &ln->rx;
     agg__tl_tcp_res_t *r;
 
     if (m->magic != AGG_NET_MAGIC || m->type != AGG_NET_RESULT || m->n == 0 ||
         m->group_id != t->hello.group_id || m->bytes > t->payload ||
+        (m->n - 1) % t->lanes != (uint64_t)(ln - t->lane) ||
         (m->bytes != 0 && m->bytes != (uint64_t)m->count * agg_dtype_size(m->dtype))) {
         agg_error("group %u: malformed result from switchsim (type %u, fragment %llu, %u bytes)",
                   t->hello.group_id, m->type, (unsigned long long)m->n, m->bytes);
@@ -260,12 +302,12 @@ static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t)
         return AGG_ERR_PROTOCOL;
     }
     r->landed = r->direct != NULL && m->status == AGG_OK && m->bytes == r->direct_bytes;
-    t->rx_dst = r->landed ? r->direct : r->data;
+    ln->rx_dst = r->landed ? r->direct : r->data;
     return AGG_OK;
 }
 
-/* Reads what has arrived; returns results completed, or -1 when the link is gone. */
-static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
+/* Reads what has arrived on one lane; returns results completed, -1 when it is gone. */
+static int agg__tl_tcp_drain_lane(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *ln)
 {
     int done = 0;
 
@@ -274,14 +316,14 @@ static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
         size_t want;
         ssize_t rc;
 
-        if (t->rx_dst == NULL) {
-            dst  = (uint8_t *)&t->rx + t->rx_got;
-            want = sizeof(t->rx) - t->rx_got;
+        if (ln->rx_dst == NULL) {
+            dst  = (uint8_t *)&ln->rx + ln->rx_got;
+            want = sizeof(ln->rx) - ln->rx_got;
         } else {
-            dst  = t->rx_dst + (t->rx_got - sizeof(t->rx));
-            want = sizeof(t->rx) + t->rx.bytes - t->rx_got;
+            dst  = ln->rx_dst + (ln->rx_got - sizeof(ln->rx));
+            want = sizeof(ln->rx) + ln->rx.bytes - ln->rx_got;
         }
-        rc = want > 0 ? recv(t->fd, dst, want, MSG_DONTWAIT) : 0;
+        rc = want > 0 ? recv(ln->fd, dst, want, MSG_DONTWAIT) : 0;
         if (rc < 0 && errno == EINTR) {
             continue;
         }
@@ -293,25 +335,41 @@ static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
             t->dead = 1;
             break;
         }
-        t->rx_got += (size_t)rc;
-        if (t->rx_dst == NULL && t->rx_got == sizeof(t->rx)) {
-            if (agg__tl_tcp_rx_header(t) != AGG_OK) {
+        ln->rx_got += (size_t)rc;
+        if (ln->rx_dst == NULL && ln->rx_got == sizeof(ln->rx)) {
+            if (agg__tl_tcp_rx_header(t, ln) != AGG_OK) {
                 t->dead = 1;
                 break;
             }
         }
-        if (t->rx_dst != NULL && t->rx_got == sizeof(t->rx) + t->rx.bytes) {
-            agg__tl_tcp_res_t *r = &t->res[(t->rx.n - 1) % t->window];
+        if (ln->rx_dst != NULL && ln->rx_got == sizeof(ln->rx) + ln->rx.bytes) {
+            agg__tl_tcp_res_t *r = &t->res[(ln->rx.n - 1) % t->window];
 
-            r->status = t->rx.status;
-            r->count  = t->rx.count;
-            __atomic_store_n(&r->n, t->rx.n, __ATOMIC_RELEASE);
-            t->rx_dst = NULL;
-            t->rx_got = 0;
+            r->status = ln->rx.status;
+            r->count  = ln->rx.count;
+            __atomic_store_n(&r->n, ln->rx.n, __ATOMIC_RELEASE);
+            ln->rx_dst = NULL;
+            ln->rx_got = 0;
             done++;
         }
     }
     return t->dead ? -1 : done;
+}
+
+/* Reads what has arrived on every lane; returns results completed, or -1 when one is gone. */
+static int agg__tl_tcp_drain(agg__tl_tcp_t *t)
+{
+    int done = 0, n;
+    uint32_t l;
+
+    for (l = 0; l < t->lanes; ++l) {
+        n = agg__tl_tcp_drain_lane(t, &t->lane[l]);
+        if (n < 0) {
+            return -1;
+        }
+        done += n;
+    }
+    return done;
 }
 
 static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
@@ -343,11 +401,9 @@ static unsigned agg__tl_tcp_progress(void *tlp)
 static void agg__tl_tcp_idle(void *tlp, const agg_tl_frag_t *f)
 {
     agg__tl_tcp_t *t = tlp;
-    struct pollfd pfd = {.fd = t->fd, .events = POLLIN};
-
     (void)f;
     if (!t->dead) {
-        poll(&pfd, 1, t->slice_ms);
+        poll(t->pfd, t->lanes, t->slice_ms);
     }
 }
 
@@ -360,14 +416,16 @@ static void agg__tl_tcp_forget(void *tlp, const agg_tl_frag_t *f)
 {
     agg__tl_tcp_t *t = tlp;
     agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
+    agg__tl_tcp_lane_t *ln;
 
     if (r->post_n != f->n || r->direct == NULL) {
         return;
     }
     /* a result being read into the caller's buffer goes on into the slot */
-    if (t->rx_dst == r->direct) {
-        t->rx_dst = r->data;
-        r->landed = 0;
+    ln = &t->lane[(f->n - 1) % t->lanes];
+    if (ln->rx_dst == r->direct) {
+        ln->rx_dst = r->data;
+        r->landed  = 0;
     }
     r->direct       = NULL;
     r->direct_bytes = 0;

@@ -66,8 +66,10 @@ typedef struct switchsim_group {
     uint32_t           net_work_seen; /* the same for the data port's thread */
     /* members on other hosts (TCP): */
     uint8_t           *remote;      /* per member: 1 when it attaches over TCP */
-    uint32_t          *member_conn; /* per member: data connection + 1, 0 none (atomic) */
+    uint32_t          *member_conn; /* per member and lane (member * AGG_NET_MAX_LANES +
+                                       lane): data connection + 1, 0 none (atomic) */
     uint32_t          *member_gen;  /* that connection's use it was bound in */
+    uint8_t           *member_lanes; /* per member: its connections (agg/net.h; atomic) */
     struct switchsim  *sim;
     agg_dp_net_t       netops;      /* view.net: results to those members, links to
                                        the group's parts in other switchsims */

@@ -108,6 +108,7 @@ typedef struct switchsim_conn {
     uint8_t         tree;
     uint32_t        part;
     uint32_t        channel;
+    uint32_t        lane;       /* which of its member's connections (agg/net.h) */
     uint8_t        *rx;         /* what arrived and is not handled yet */
     size_t          rx_cap, rx_len;
     int             stalled;    /* the head fragment waits for its slot */
@@ -343,7 +344,7 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
     switchsim_group_t *g = ctx;
     switchsim_net_t *net = g->sim->net;
     const agg_dp_port_t *p = agg_dp_port(g->view.seg, port);
-    uint32_t ch = p->node, bind;
+    uint32_t ch = p->node, bind, lane;
     agg_net_msg_t m = {
         .magic = AGG_NET_MAGIC, .type = AGG_NET_RESULT, .tree = g->tree, .kind = slot->kind,
         .coll = slot->coll, .op = slot->op, .dtype = slot->dtype, .group_id = g->id,
@@ -360,13 +361,16 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
     if (p->kind != AGG_DP_PORT_MEMBER || net == NULL || ch >= g->num_members) {
         return AGG_ERR_NOT_SUPPORTED;
     }
-    bind = __atomic_load_n(&g->member_conn[ch], __ATOMIC_ACQUIRE);
+    /* the lane its fragment came up on (agg/net.h) */
+    lane = __atomic_load_n(&g->member_lanes[ch], __ATOMIC_ACQUIRE);
+    lane = ch * AGG_NET_MAX_LANES + (uint32_t)((slot->cur - 1) % (lane > 0 ? lane : 1));
+    bind = __atomic_load_n(&g->member_conn[lane], __ATOMIC_ACQUIRE);
     if (bind == 0) {
         return AGG_OK; /* the member left: nobody to tell */
     }
     c = &net->conns[bind - 1];
     pthread_mutex_lock(&c->tx_lock);
-    if (c->fd < 0 || c->gen != g->member_gen[ch]) {
+    if (c->fd < 0 || c->gen != g->member_gen[lane]) {
         pthread_mutex_unlock(&c->tx_lock);
         return AGG_OK;
     }
@@ -586,6 +590,7 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     switchsim_group_t *g;
     char why[256];
     size_t need;
+    uint32_t lanes, slot;
     agg_status_t st;
 
     if (c->off_loopback) {
@@ -616,6 +621,8 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
         }
         return st;
     }
+    lanes = hello.len > 0 ? hello.len : 1;
+    slot  = hello.channel * AGG_NET_MAX_LANES + (hello.root < AGG_NET_MAX_LANES ? hello.root : 0);
     pthread_rwlock_rdlock(&sim->lock);
     g  = switchsim_group_find(sim, hello.group_id, hello.tree, hello.part);
     st = AGG_OK;
@@ -625,14 +632,18 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
         st = AGG_ERR_AUTH; /* a client of another job */
     } else if (hello.channel >= g->num_members || !g->remote[hello.channel]) {
         st = AGG_ERR_INVALID_PARAM; /* a local member maps the segment instead */
+    } else if (lanes > AGG_NET_MAX_LANES || hello.root >= lanes ||
+               (hello.root > 0 &&
+                __atomic_load_n(&g->member_lanes[hello.channel], __ATOMIC_ACQUIRE) != lanes)) {
+        st = AGG_ERR_INVALID_PARAM; /* lanes out of range, or not what its first one said */
     } else {
-        uint32_t bound = __atomic_load_n(&g->member_conn[hello.channel], __ATOMIC_ACQUIRE);
+        uint32_t bound = __atomic_load_n(&g->member_conn[slot], __ATOMIC_ACQUIRE);
 
         if (bound != 0) {
             switchsim_conn_t *o = &net->conns[bound - 1];
 
             pthread_mutex_lock(&o->tx_lock);
-            if (o->fd >= 0 && o->gen == g->member_gen[hello.channel]) {
+            if (o->fd >= 0 && o->gen == g->member_gen[slot]) {
                 st = AGG_ERR_GROUP_JOIN; /* the channel is someone's already */
             }
             pthread_mutex_unlock(&o->tx_lock);
@@ -650,8 +661,13 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
             c->tree     = g->tree;
             c->part     = g->part;
             c->channel  = hello.channel;
-            g->member_gen[hello.channel] = c->gen;
-            __atomic_store_n(&g->member_conn[hello.channel], (uint32_t)(c - net->conns) + 1,
+            c->lane     = hello.root;
+            g->member_gen[slot] = c->gen;
+            if (hello.root == 0) {
+                __atomic_store_n(&g->member_lanes[hello.channel], (uint8_t)lanes,
+                                 __ATOMIC_RELEASE);
+            }
+            __atomic_store_n(&g->member_conn[slot], (uint32_t)(c - net->conns) + 1,
                              __ATOMIC_RELEASE);
         }
     }

@@ -24,9 +24,14 @@
  * of a design with a sending and a receiving thread; -2 sends on one
  * connection and echoes back on a second: with -T, the bound of a transport
  * with a thread and a connection per direction (no socket's lock shared by
- * the two directions).
+ * the two directions); -P K runs K echo connections at once, each with one
+ * thread at each end for both directions: the bound of a transport that
+ * deals a call's fragments over K connections ("lanes"), with nothing handed
+ * between threads per fragment; -P K -1 drives the K connections from one
+ * thread at each end (a poll loop), the bound of lanes without threads.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -310,7 +315,148 @@ static uint64_t echo_drive(int fd, int back, char *buf, size_t bufsize, size_t w
     return got == sent ? got : 0;
 }
 
-static int serve(const char *addr, size_t bufsize, int echo, int threaded, int two)
+typedef struct {
+    int       fd, back;
+    size_t    bufsize, window;
+    double    seconds;
+    uint64_t  bytes;
+    pthread_t th;
+} lane_t;
+
+static void *lane_serve(void *arg)
+{
+    lane_t *l = arg;
+
+    l->bytes = echo_serve(l->fd, l->fd, l->bufsize, 0);
+    return NULL;
+}
+
+static void *lane_drive(void *arg)
+{
+    lane_t *l = arg;
+    char *buf = memset(alloc_or_exit(l->bufsize), 0, l->bufsize);
+
+    l->bytes = echo_drive(l->fd, l->fd, buf, l->bufsize, l->window, l->seconds, 0);
+    free(buf);
+    return NULL;
+}
+
+/* -P K -1, server: one thread echoes every connection */
+static uint64_t lanes_serve1(lane_t *l, int lanes, size_t bufsize)
+{
+    struct pollfd *pfd = alloc_or_exit(sizeof(*pfd) * (size_t)lanes);
+    char *buf = alloc_or_exit(bufsize);
+    uint64_t total = 0;
+    int open = lanes, i;
+
+    for (i = 0; i < lanes; ++i) {
+        pfd[i] = (struct pollfd){.fd = l[i].fd, .events = POLLIN};
+    }
+    while (open > 0 && poll(pfd, (nfds_t)lanes, 10000) > 0) {
+        for (i = 0; i < lanes; ++i) {
+            ssize_t n;
+
+            if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+                continue;
+            }
+            n = recv(pfd[i].fd, buf, bufsize, MSG_DONTWAIT);
+            if (n > 0 && send_all(pfd[i].fd, buf, (size_t)n) == 0) {
+                total += (uint64_t)n;
+            } else if (n == 0 || (n < 0 && errno != EAGAIN)) {
+                shutdown(pfd[i].fd, SHUT_WR);
+                pfd[i].fd = -1;
+                open--;
+            }
+        }
+    }
+    free(buf);
+    free(pfd);
+    return total;
+}
+
+/* -P K -1, client: one thread sends on every connection and takes the echoes */
+static int lanes_drive1(lane_t *l, int lanes, size_t bufsize, size_t window, double seconds,
+                        uint64_t *total)
+{
+    struct pollfd *pfd = alloc_or_exit(sizeof(*pfd) * (size_t)lanes);
+    uint64_t *sent = calloc((size_t)lanes, sizeof(*sent)), *got = calloc((size_t)lanes, sizeof(*got));
+    size_t *part = calloc((size_t)lanes, sizeof(*part));
+    char *buf = memset(alloc_or_exit(bufsize), 0, bufsize), *rbuf = alloc_or_exit(bufsize);
+    int i, writing = 1, open = lanes, bad = 0;
+    double t0 = now();
+
+    if (sent == NULL || got == NULL || part == NULL) {
+        exit(2);
+    }
+    while (open > 0) {
+        if (writing && now() - t0 >= seconds) {
+            for (i = 0; i < lanes; ++i) {
+                if (part[i] != 0) {
+                    break;
+                }
+            }
+            if (i == lanes) {
+                for (i = 0; i < lanes; ++i) {
+                    shutdown(l[i].fd, SHUT_WR);
+                }
+                writing = 0;
+            }
+        }
+        for (i = 0; i < lanes; ++i) {
+            pfd[i] = (struct pollfd){.fd = l[i].fd, .events = POLLIN};
+            if (writing && sent[i] + bufsize - got[i] <= window) {
+                pfd[i].events |= POLLOUT;
+            }
+        }
+        if (poll(pfd, (nfds_t)lanes, 10000) <= 0) {
+            bad = 1;
+            break;
+        }
+        for (i = 0; i < lanes; ++i) {
+            ssize_t n;
+
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                n = recv(l[i].fd, rbuf, bufsize, MSG_DONTWAIT);
+                if (n > 0) {
+                    got[i] += (uint64_t)n;
+                } else if (n == 0 || errno != EAGAIN) {
+                    bad |= n < 0 || writing;
+                    open -= 1;
+                    l[i].fd = -l[i].fd - 2; /* not polled again */
+                    pfd[i].fd = -1;
+                }
+            }
+            if (l[i].fd >= 0 && (pfd[i].revents & POLLOUT)) {
+                n = send(l[i].fd, buf + part[i], bufsize - part[i], MSG_DONTWAIT);
+                if (n > 0 && (part[i] += (size_t)n) == bufsize) {
+                    part[i] = 0;
+                    sent[i] += bufsize;
+                }
+            }
+        }
+        if (bad) {
+            break;
+        }
+    }
+    *total = 0;
+    for (i = 0; i < lanes; ++i) {
+        bad |= got[i] != sent[i];
+        *total += got[i];
+        if (l[i].fd < -1) {
+            l[i].fd = -l[i].fd - 2;
+        }
+    }
+    free(sent);
+    free(got);
+    free(part);
+    free(buf);
+    free(rbuf);
+    free(pfd);
+    return bad ? -1 : 0;
+}
+
+static int serve(const char *addr, size_t bufsize, int echo, int threaded, int two, int lanes,
+                 int one_thread)
 {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -330,6 +476,36 @@ static int serve(const char *addr, size_t bufsize, int echo, int threaded, int t
     }
     printf("listening\n");
     fflush(stdout);
+    if (lanes > 1) {
+        lane_t *l = alloc_or_exit(sizeof(*l) * (size_t)lanes);
+        int i;
+
+        for (i = 0; i < lanes; ++i) {
+            l[i] = (lane_t){.fd = accept(lfd, NULL, NULL), .bufsize = bufsize};
+            if (l[i].fd < 0) {
+                perror("agg_sockperf: accept");
+                return 2;
+            }
+        }
+        if (one_thread) {
+            total = lanes_serve1(l, lanes, bufsize);
+        }
+        for (i = 0; i < lanes && !one_thread; ++i) {
+            start_or_exit(&l[i].th, lane_serve, &l[i]);
+        }
+        for (i = 0; i < lanes; ++i) {
+            if (!one_thread) {
+                pthread_join(l[i].th, NULL);
+                total += l[i].bytes;
+            }
+            close(l[i].fd);
+        }
+        printf("received %llu bytes on %d connections\n", (unsigned long long)total, lanes);
+        free(l);
+        free(buf);
+        close(lfd);
+        return 0;
+    }
     fd  = accept(lfd, NULL, NULL);
     out = fd >= 0 && two ? accept(lfd, NULL, NULL) : fd;
     if (fd < 0 || out < 0) {
@@ -378,7 +554,7 @@ static int connect_to(const struct sockaddr_storage *ss, socklen_t len)
 }
 
 static int drive(const char *addr, double seconds, size_t bufsize, size_t window, int echo,
-                 int threaded, int two)
+                 int threaded, int two, int lanes, int one_thread)
 {
     struct sockaddr_storage ss;
     socklen_t len;
@@ -389,6 +565,45 @@ static int drive(const char *addr, double seconds, size_t bufsize, size_t window
 
     if (resolve(addr, &ss, &len) != 0) {
         return 2;
+    }
+    if (lanes > 1) {
+        lane_t *l = alloc_or_exit(sizeof(*l) * (size_t)lanes);
+        int i, bad = 0;
+
+        for (i = 0; i < lanes; ++i) {
+            l[i] = (lane_t){.fd = connect_to(&ss, len), .bufsize = bufsize,
+                            .window = window, .seconds = seconds};
+            if (l[i].fd < 0) {
+                return 2;
+            }
+        }
+        t0 = now();
+        if (one_thread) {
+            bad = lanes_drive1(l, lanes, bufsize, window, seconds, &sent) != 0;
+        }
+        for (i = 0; i < lanes && !one_thread; ++i) {
+            start_or_exit(&l[i].th, lane_drive, &l[i]);
+        }
+        for (i = 0; i < lanes; ++i) {
+            if (!one_thread) {
+                pthread_join(l[i].th, NULL);
+                bad  |= l[i].bytes == 0;
+                sent += l[i].bytes;
+            }
+            close(l[i].fd);
+        }
+        t1 = now();
+        free(l);
+        free(buf);
+        if (bad) {
+            fprintf(stderr, "agg_sockperf: the echo did not all come back\n");
+            return 1;
+        }
+        printf("agg_sockperf: echo (%d connections, %s): %llu bytes each way "
+               "in %.3f s: %.3f GB/s each way\n", lanes,
+               one_thread ? "one thread an end for all" : "a thread an end each", (unsigned long long)sent, t1 - t0,
+               (double)sent / (t1 - t0) / 1e9);
+        return 0;
     }
     fd   = connect_to(&ss, len);
     back = fd >= 0 && two ? connect_to(&ss, len) : fd;
@@ -442,9 +657,9 @@ int main(int argc, char **argv)
     const char *server = NULL, *client = NULL;
     double seconds = 3;
     size_t bufsize = 4u << 20, window = 16u << 20;
-    int opt, echo = 0, threaded = 0, two = 0;
+    int opt, echo = 0, threaded = 0, two = 0, lanes = 1, one_thread = 0;
 
-    while ((opt = getopt(argc, argv, "s:c:t:b:w:eT2")) != -1) {
+    while ((opt = getopt(argc, argv, "s:c:t:b:w:eT2P:1")) != -1) {
         switch (opt) {
         case 's': server = optarg; break;
         case 'c': client = optarg; break;
@@ -454,15 +669,19 @@ int main(int argc, char **argv)
         case 'e': echo = 1; break;
         case 'T': threaded = 1; break;
         case '2': two = 1; break;
+        case 'P': lanes = atoi(optarg); break;
+        case '1': one_thread = 1; break;
         default: server = client = NULL; break;
         }
     }
     if ((server == NULL) == (client == NULL) || bufsize == 0 || bufsize > (1u << 30) ||
-        window < bufsize || (two && !echo)) {
-        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T] [-2]] | -c HOST:PORT "
-                        "[-e [-T] [-2]] [-t SEC] [-b BYTES (1 GiB at most)] [-w WINDOW >= BYTES]\n");
+        window < bufsize || (two && !echo) || lanes < 1 || lanes > 64 ||
+        (lanes > 1 && (!echo || two || threaded)) || (one_thread && lanes < 2)) {
+        fprintf(stderr, "usage: agg_sockperf -s HOST:PORT [-e [-T] [-2] | -e -P K [-1]] | -c HOST:PORT "
+                        "[-e [-T] [-2] | -e -P K (1-64) [-1]] [-t SEC] [-b BYTES (1 GiB at most)] [-w WINDOW >= BYTES]\n");
         return 2;
     }
-    return server != NULL ? serve(server, bufsize, echo, threaded, two)
-                          : drive(client, seconds, bufsize, window, echo, threaded, two);
+    return server != NULL ? serve(server, bufsize, echo, threaded, two, lanes, one_thread)
+                          : drive(client, seconds, bufsize, window, echo, threaded, two, lanes,
+                                  one_thread);
 }

@@ -153,6 +153,14 @@ bandwidth() {
             "$(gbps "$TMP/echo1"); a thread per direction $(gbps "$TMP/echo2"); a connection" \
             "each way $(gbps "$TMP/echo3"); a thread and a connection each way $(gbps "$TMP/echo4")"
         [ -n "${rawe:-}" ] || rawe=$(gbps "$TMP/echo1")
+        # K connections at once, each with one thread an end for both
+        # directions (NETNS_ECHO_LANES, default 2 4): the bound of dealing a
+        # call's fragments over K connections
+        for k in ${NETNS_ECHO_LANES:-2 4}; do
+            sockperf 0 1 7992 "$TMP/echoP" -e -P "$k" -b "${e%%:*}" -w "${e#*:}"
+            echo "raw echo aggh1 -> aggh0 -> aggh1, $e, $k connections, a thread an end each:" \
+                "$(gbps "$TMP/echoP") GB/s each way"
+        done
     done
     # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
     # defaults when unset); NETNS_BW_X="-x VAR=VALUE ..." gives the rank more
@@ -167,6 +175,8 @@ bandwidth() {
             -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -x HCOLL_SHARP_NP=1 ${NETNS_BW_X:-} "${popts[@]}" -- \
             "$BIN/agg_link_bytes" -n 10 -s "${NETNS_BW_SIZES:-16777216,67108864}"
         grep -q "every result right" "$TMP/tcp_bw.out" || { cat "$TMP/tcp_bw.out"; fail "tcp_bw: wrong results"; }
+        ! grep -q "failed in the network" "$TMP/tcp_bw.out" ||
+            { cat "$TMP/tcp_bw.out"; fail "tcp_bw: calls fell back to the host"; }
         [ -z "${NETNS_BW_X:-}" ] || grep -E "${NETNS_BW_GREP:-in flight}" "$TMP/tcp_bw.out" || true
         awk -v raw1="$raw1" -v raw2="$raw2" -v rawe="$rawe" -v pipe="$pipe" '$2 == "offload" {
                 bw = $1 / $3 / 1000
@@ -325,6 +335,21 @@ grep -Eq "^agg_stats: allreduce calls=[0-9]+ llt=[1-9]" "$TMP/tcp_llt.out" ||
 kill -0 $silent 2>/dev/null || fail "the silent peer was gone before the ranks were done"
 kill $silent
 wait $silent 2>/dev/null || true # killed
+# a SAT member's stream over one connection, and over three (which do not
+# divide the window of four chunks): results right, each rank said how many
+run_lanes() {
+    run "tcp_lanes$1" -x AGG_TCP_LANES="$1" -x SHARP_COLL_LOG_LEVEL=4 -x SHARP_COLL_ENABLE_SAT=1 \
+        -x SHARP_COLL_SAT_THRESHOLD=4096 -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=4 -- \
+        "$BIN/allreduce_check" --max-count $SAT_COUNT
+    expect_clean "$TMP/tcp_lanes$1.out" allreduce_check "SAT over $1 connection(s) a member: wrong results"
+    grep -Eq "^agg_stats: allreduce .* sat=[1-9]" "$TMP/tcp_lanes$1.out" ||
+        { grep agg_stats "$TMP/tcp_lanes$1.out"; fail "SAT over $1 connection(s) a member: nothing offloaded"; }
+    [ "$(grep -c "SAT group .* in flight on $1 connection" "$TMP/tcp_lanes$1.out")" -ge 4 ] ||
+        { grep "in flight" "$TMP/tcp_lanes$1.out"; fail "SAT members did not open $1 connection(s) each"; }
+}
+run_lanes 1
+run_lanes 3
+echo "SAT over TCP, one and three connections a member: $(grep -h passed "$TMP"/tcp_lanes[13].out | tr '\n' ' ')"
 bytes bytes_b "layout B (every switch in one switchsim on the head, ranks over TCP)"
 
 # the daemons' own reports (a sanitizer's among them)

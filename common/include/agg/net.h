@@ -42,6 +42,14 @@ typedef enum agg_net_type {
 } agg_net_type_t;
 
 #define AGG_NET_PEER 0xffffffffu /* HELLO.channel of a switchsim */
+/*
+ * A member may join with up to AGG_NET_MAX_LANES connections ("lanes"), one
+ * HELLO each: HELLO.root is the lane, HELLO.len the member's lanes (0 reads
+ * as 1). Fragment n goes up, and its result comes down, on lane
+ * (n - 1) % lanes: several TCP flows carry one member's stream, which one
+ * flow's ordering and window would hold back.
+ */
+#define AGG_NET_MAX_LANES 8u
 
 /* agg_net_msg_t.flags */
 #define AGG_NET_F_EMPTY 0x01u /* PUSH: the member adds no data (a bcast's non-root) */
@@ -91,8 +99,9 @@ agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, cha
  * Sends a message and its data (one sendmsg when the socket takes it all),
  * waiting at most timeout_ms for room; the socket may be non-blocking.
  * While it waits, `readable` (when not NULL) is called whenever the socket
- * has something to read, so a peer that answers on the same connection is
- * never left waiting for room itself; a negative return ends the send with
+ * has something to read, and every 10 ms besides (it may read other sockets
+ * of the same peer), so a peer that answers on the same connection is never
+ * left waiting for room itself; a negative return ends the send with
  * AGG_ERR_IO.
  */
 agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms,

@@ -34,6 +34,7 @@ typedef enum agg_conf_id {
     AGG_CONF_REPRODUCIBLE,         /* AGG_REPRODUCIBLE */
     AGG_CONF_PLACEMENT,            /* AGG_PLACEMENT packed|spread */
     AGG_CONF_COLL_TIMEOUT_MS,      /* AGG_COLL_TIMEOUT_MS */
+    AGG_CONF_TCP_LANES,            /* AGG_TCP_LANES connections per SAT member over TCP */
     AGG_CONF_ENABLE_CUDA,          /* SHARP_COLL_ENABLE_CUDA -1 auto, 0, 1 */
     AGG_CONF_GPU_DIRECT_RDMA,      /* SHARP_COLL_ENABLE_GPU_DIRECT_RDMA -1 auto, 0, 1 */
     AGG_CONF_GPU_BACKEND,          /* AGG_GPU_BACKEND auto|cuda|rocm */
