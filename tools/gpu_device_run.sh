@@ -5,7 +5,8 @@
 #   bash tools/gpu_device_run.sh [build|check|bench|netns|all]   (default all;
 #   netns: tests/e2e/netns.sh on the device's host, netns-bw: its TCP
 #   bandwidth part alone with every thread's CPU each second, netns-ab: that
-#   bandwidth from this tree and an earlier one in turn; neither part of all)
+#   bandwidth from this tree and an earlier one in turn, netns-lanes: this
+#   tree's at several tcp_lanes; none of them part of all)
 # Builds with the CUDA backend, then checks device buffers through libagg and
 # through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
 # device switching between calls, and measures the kernels, the staged
@@ -165,6 +166,29 @@ do_netns_ab() {
     done
 }
 
+# netns-lanes: this tree's transport bandwidth at each AGG_TCP_LANES in
+# NETNS_LANES_SWEEP (default 1 2 4 8), in turn NETNS_AB_ROUNDS times (after
+# netns-ab in the same call it reuses that build)
+do_netns_lanes() {
+    local r l t=(switchsim aggmgr agg hcoll_shim agg_link_bytes agg_sockperf agg_info agg_hello)
+    deps
+    export PATH=$SYS/bin:$SYS/sbin:$SYS/usr/bin:$SYS/usr/sbin:$PATH
+    export LD_LIBRARY_PATH=$SYS/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
+    [ -f "$here/build-ab/CMakeCache.txt" ] ||
+        step configure_lanes cmake -S "$here" -B "$here/build-ab" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
+            -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" || return 1
+    step build_lanes cmake --build "$here/build-ab" -j "$(nproc)" --target "${t[@]}" || return 1
+    for r in $(seq "${NETNS_AB_ROUNDS:-3}"); do
+        for l in ${NETNS_LANES_SWEEP:-1 2 4 8}; do
+            NETNS_BW_ONLY=1 NETNS_BW_X="-x AGG_TCP_LANES=$l" NETNS_ECHO_LANES=$l STEP_TIMEOUT=300 \
+                step "netns_lanes_${r}_$l" bash "$here/tests/e2e/netns.sh" "$here/build-ab"
+            echo "== round $r, tcp_lanes $l:"
+            grep -E "^raw|^TCP" "$logs/netns_lanes_${r}_$l.log"
+        done
+    done
+}
+
 case $what in
     build) do_build ;;
     check) do_check ;;
@@ -172,8 +196,9 @@ case $what in
     netns) do_build && do_netns ;;
     netns-bw) do_build && do_netns_bw ;;
     netns-ab) do_netns_ab ;;
+    netns-lanes) do_netns_lanes ;;
     all) do_build && { do_check; do_bench; } ;;
-    *) echo "usage: $0 [build|check|bench|netns|netns-bw|netns-ab|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|check|bench|netns|netns-bw|netns-ab|netns-lanes|all]" >&2; exit 2 ;;
 esac
 printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
 # one file back for every log (the device tool returns at most 8 files)

@@ -153,13 +153,18 @@ bandwidth() {
             "$(gbps "$TMP/echo1"); a thread per direction $(gbps "$TMP/echo2"); a connection" \
             "each way $(gbps "$TMP/echo3"); a thread and a connection each way $(gbps "$TMP/echo4")"
         [ -n "${rawe:-}" ] || rawe=$(gbps "$TMP/echo1")
-        # K connections at once, each with one thread an end for both
-        # directions (NETNS_ECHO_LANES, default 2 4): the bound of dealing a
-        # call's fragments over K connections
-        for k in ${NETNS_ECHO_LANES:-2 4}; do
-            sockperf 0 1 7992 "$TMP/echoP" -e -P "$k" -b "${e%%:*}" -w "${e#*:}"
-            echo "raw echo aggh1 -> aggh0 -> aggh1, $e, $k connections, a thread an end each:" \
-                "$(gbps "$TMP/echoP") GB/s each way"
+        # K connections at once (NETNS_ECHO_LANES, default 4, the transport's
+        # tcp_lanes), the window dealt over them: one thread an end for all
+        # (the transport's pattern: the like-for-like bound), and a thread an
+        # end for each
+        for k in ${NETNS_ECHO_LANES:-4}; do
+            [ "$k" -gt 1 ] || continue
+            w=$(( ${e#*:} / k > ${e%%:*} ? ${e#*:} / k : ${e%%:*} ))
+            sockperf 0 1 7992 "$TMP/echoP1" -e -P "$k" -1 -b "${e%%:*}" -w "$w"
+            sockperf 0 1 7991 "$TMP/echoP" -e -P "$k" -b "${e%%:*}" -w "$w"
+            echo "raw echo aggh1 -> aggh0 -> aggh1, $e, $k connections, GB/s each way: one" \
+                "thread an end $(gbps "$TMP/echoP1"); a thread an end each $(gbps "$TMP/echoP")"
+            [ -n "${rawk:-}" ] || { rawk=$(gbps "$TMP/echoP1"); rawk_n=$k; }
         done
     done
     # NETNS_BW_SWEEP="DEPTH:CHUNK ..." measures other SAT pipelines too (the
@@ -178,9 +183,12 @@ bandwidth() {
         ! grep -q "failed in the network" "$TMP/tcp_bw.out" ||
             { cat "$TMP/tcp_bw.out"; fail "tcp_bw: calls fell back to the host"; }
         [ -z "${NETNS_BW_X:-}" ] || grep -E "${NETNS_BW_GREP:-in flight}" "$TMP/tcp_bw.out" || true
-        awk -v raw1="$raw1" -v raw2="$raw2" -v rawe="$rawe" -v pipe="$pipe" '$2 == "offload" {
+        awk -v raw1="$raw1" -v raw2="$raw2" -v rawe="$rawe" -v rawk="${rawk:-0}" -v k="${rawk_n:-0}" \
+            -v pipe="$pipe" '$2 == "offload" {
                 bw = $1 / $3 / 1000
-                printf "TCP transport, %d bytes per call (SAT pipeline %s): %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways, %.2f of the raw echo\n", $1, pipe, bw, 2 * bw, bw / raw1, 2 * bw / raw2, bw / rawe }' \
+                printf "TCP transport, %d bytes per call (SAT pipeline %s): %.3f GB/s each way (%.3f in all): %.2f of one raw socket one way, %.2f of raw both ways, %.2f of the raw echo", $1, pipe, bw, 2 * bw, bw / raw1, 2 * bw / raw2, bw / rawe
+                if (rawk > 0) printf ", %.2f of the raw echo on %d connections (one thread an end)", bw / rawk, k
+                printf "\n" }' \
             "$TMP/tcp_bw.out"
     done
 }
