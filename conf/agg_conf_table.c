@@ -311,9 +311,10 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .max    = 8,
         .scope  = AGG_CONF_SCOPE_CLIENT,
         .doc    = "TCP connections a rank opens to a switchsim on another "
-                  "host for one SAT group: chunk n goes up, and its result "
-                  "comes down, on connection (n - 1) % tcp_lanes, all driven "
-                  "by the calling thread. Several flows move more than one "
+                  "host for one SAT group: the chunks of a call of several "
+                  "go up on each in turn and their results come back on "
+                  "theirs, all driven by the calling thread; a call of one "
+                  "chunk takes the first. Several flows move more than one "
                   "(tests/e2e/netns.sh measures both). LLT groups use one.",
     },
     [AGG_CONF_ENABLE_CUDA] = {

@@ -6,9 +6,11 @@
  * slot of its fragment, so complete() finds it whatever the order.
  *
  * A SAT group's member opens tcp_lanes connections (AGG_TCP_LANES; LLT
- * groups one): fragment n goes up, and its result comes down, on lane
- * (n - 1) % lanes, so several TCP flows carry the stream, driven by the
- * calling thread alone (no hand-over between threads).
+ * groups one): the chunks of a call of several go up in turn on each, and
+ * a result comes down on its chunk's, so several TCP flows carry the
+ * stream, driven by the calling thread alone (no hand-over between
+ * threads). A call of one chunk takes lane 0: turning over idle flows
+ * costs a small call more than they give it.
  *
  * Nothing is allocated per fragment: the result slots are made at attach.
  * A fragment costs one sendmsg (header and data together) and the reads of
@@ -43,6 +45,7 @@ typedef struct agg__tl_tcp_res {
     void    *direct;
     size_t   direct_bytes;
     int      landed;  /* this result went straight to `direct` */
+    uint32_t lane;    /* the connection it went up on, and comes back on */
 } agg__tl_tcp_res_t;
 
 /* One connection of the member and the message being received on it. */
@@ -61,6 +64,7 @@ typedef struct agg__tl_tcp {
     agg__tl_tcp_res_t *res;        /* window entries, by (n - 1) % window */
     uint8_t           *res_mem;
     uint32_t           lanes;
+    uint32_t           next_lane;  /* the next chunk of a call of several goes there */
     agg__tl_tcp_lane_t lane[AGG_NET_MAX_LANES];
     struct pollfd      pfd[AGG_NET_MAX_LANES];
     int                send_timeout_ms;
@@ -163,7 +167,8 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
         t->lane[i].fd = -1;
     }
     /* a SAT stream over several flows; LLT fragments are too small to gain */
-    t->lanes           = info->tree == AGG_TREE_SAT ? ctx->tcp_lanes : 1;
+    t->lanes           = info->tree == AGG_TREE_SAT && info->osts < AGG_NET_LANE_RING ?
+                         ctx->tcp_lanes : 1;
     t->window          = info->osts;
     t->payload         = info->payload;
     t->send_timeout_ms = ctx->alike.coll_timeout_ms > 0 ? ctx->alike.coll_timeout_ms : 30000;
@@ -235,6 +240,11 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
         r->post_kind    = f->kind;
         r->direct       = NULL;
         r->direct_bytes = 0;
+        r->lane         = 0;
+        if (t->lanes > 1 && f->kind == AGG_DP_KIND_DATA && f->count != f->total) {
+            r->lane      = t->next_lane;
+            t->next_lane = (t->next_lane + 1) % t->lanes;
+        }
         if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && f->kind == AGG_DP_KIND_DATA &&
             f->dst_off == 0 && f->dst_len == f->count && f->count > 0) {
             r->direct       = f->dst;
@@ -261,8 +271,8 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     }
     /* switchsim answers on this connection and may itself wait for room to
        send: read while writing, or both could wait */
-    st = agg_net_send(t->lane[(f->n - 1) % t->lanes].fd, &m, f->src, t->send_timeout_ms,
-                      agg__tl_tcp_readable, t);
+    st = agg_net_send(t->lane[t->res[(f->n - 1) % t->window].lane].fd, &m, f->src,
+                      t->send_timeout_ms, agg__tl_tcp_readable, t);
     if (st != AGG_OK) {
         agg_error("group %u: sending fragment %llu to switchsim failed: %s", m.group_id,
                   (unsigned long long)f->n, agg_status_string(st));
@@ -285,14 +295,14 @@ static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *
 
     if (m->magic != AGG_NET_MAGIC || m->type != AGG_NET_RESULT || m->n == 0 ||
         m->group_id != t->hello.group_id || m->bytes > t->payload ||
-        (m->n - 1) % t->lanes != (uint64_t)(ln - t->lane) ||
         (m->bytes != 0 && m->bytes != (uint64_t)m->count * agg_dtype_size(m->dtype))) {
         agg_error("group %u: malformed result from switchsim (type %u, fragment %llu, %u bytes)",
                   t->hello.group_id, m->type, (unsigned long long)m->n, m->bytes);
         return AGG_ERR_PROTOCOL;
     }
     r = &t->res[(m->n - 1) % t->window];
-    if (r->post_n != m->n || m->dtype != r->post_dtype || m->count != r->post_count ||
+    if (r->post_n != m->n || r->lane != (uint32_t)(ln - t->lane) ||
+        m->dtype != r->post_dtype || m->count != r->post_count ||
         m->kind != r->post_kind ||
         (m->status == AGG_OK && m->kind == AGG_DP_KIND_DATA && m->count > 0 &&
          m->bytes != (uint64_t)m->count * agg_dtype_size(m->dtype))) {
@@ -422,7 +432,7 @@ static void agg__tl_tcp_forget(void *tlp, const agg_tl_frag_t *f)
         return;
     }
     /* a result being read into the caller's buffer goes on into the slot */
-    ln = &t->lane[(f->n - 1) % t->lanes];
+    ln = &t->lane[r->lane];
     if (ln->rx_dst == r->direct) {
         ln->rx_dst = r->data;
         r->landed  = 0;

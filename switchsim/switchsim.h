@@ -70,6 +70,8 @@ typedef struct switchsim_group {
                                        lane): data connection + 1, 0 none (atomic) */
     uint32_t          *member_gen;  /* that connection's use it was bound in */
     uint8_t           *member_lanes; /* per member: its connections (agg/net.h; atomic) */
+    uint8_t           *lane_of;     /* per member and n % AGG_NET_LANE_RING: the lane
+                                       fragment n came on, for its result (atomic) */
     struct switchsim  *sim;
     agg_dp_net_t       netops;      /* view.net: results to those members, links to
                                        the group's parts in other switchsims */

@@ -61,6 +61,7 @@ static void switchsim__group_free(switchsim_t *sim, switchsim_group_t *g)
     free(g->member_conn);
     free(g->member_gen);
     free(g->member_lanes);
+    free(g->lane_of);
     free(g->extra);
     free(g->port_link);
     free(g->port_part);
@@ -205,11 +206,12 @@ agg_status_t switchsim_group_create(switchsim_t *sim, const agg_msg_group_config
     g->member_conn = calloc((cfg->num_members + 1u) * AGG_NET_MAX_LANES, sizeof(*g->member_conn));
     g->member_gen  = calloc((cfg->num_members + 1u) * AGG_NET_MAX_LANES, sizeof(*g->member_gen));
     g->member_lanes = calloc(cfg->num_members + 1u, sizeof(*g->member_lanes));
+    g->lane_of      = calloc((cfg->num_members + 1u) * AGG_NET_LANE_RING, sizeof(*g->lane_of));
     g->extra       = calloc(cfg->num_nodes, sizeof(*g->extra));
     g->port_link   = calloc((size_t)cfg->num_members + cfg->num_ports, sizeof(*g->port_link));
     g->port_part   = calloc((size_t)cfg->num_members + cfg->num_ports, sizeof(*g->port_part));
     if (g->gnodes == NULL || g->ans == NULL || g->remote == NULL || g->member_conn == NULL ||
-        g->member_gen == NULL || g->member_lanes == NULL || g->extra == NULL || g->port_link == NULL ||
+        g->member_gen == NULL || g->member_lanes == NULL || g->lane_of == NULL || g->extra == NULL || g->port_link == NULL ||
         g->port_part == NULL) {
         st = AGG_ERR_NO_MEMORY;
         goto err_free;

@@ -362,8 +362,10 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
         return AGG_ERR_NOT_SUPPORTED;
     }
     /* the lane its fragment came up on (agg/net.h) */
-    lane = __atomic_load_n(&g->member_lanes[ch], __ATOMIC_ACQUIRE);
-    lane = ch * AGG_NET_MAX_LANES + (uint32_t)((slot->cur - 1) % (lane > 0 ? lane : 1));
+    lane = __atomic_load_n(&g->member_lanes[ch], __ATOMIC_ACQUIRE) <= 1 ? 0 :
+           __atomic_load_n(&g->lane_of[ch * AGG_NET_LANE_RING + slot->cur % AGG_NET_LANE_RING],
+                           __ATOMIC_ACQUIRE);
+    lane = ch * AGG_NET_MAX_LANES + lane;
     bind = __atomic_load_n(&g->member_conn[lane], __ATOMIC_ACQUIRE);
     if (bind == 0) {
         return AGG_OK; /* the member left: nobody to tell */
@@ -798,6 +800,13 @@ static int switchsim__net_contrib(const switchsim_conn_t *c, const agg_net_msg_t
     return 0;
 }
 
+/* Notes the lane fragment n of c's member came on: its result goes back there. */
+static void switchsim__net_note_lane(switchsim_group_t *g, const switchsim_conn_t *c, uint64_t n)
+{
+    __atomic_store_n(&g->lane_of[c->channel * AGG_NET_LANE_RING + n % AGG_NET_LANE_RING],
+                     (uint8_t)c->lane, __ATOMIC_RELEASE);
+}
+
 /* Counts what the data port's thread pushed into g, and notes what work it saw there. */
 static void switchsim__net_pushed(switchsim_net_t *net, switchsim_group_t *g,
                                   const agg_dp_contrib_t *in)
@@ -836,6 +845,7 @@ static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
     mem                = agg_dp_member(g->view.seg, c->channel);
     net->drv.work_seen = g->net_work_seen;
     net->drv.work_seg  = g->view.seg;
+    switchsim__net_note_lane(g, c, m->n);
     st = agg_dp_push(&g->view, mem->leaf, mem->position, &in, &net->drv);
     if (st == AGG_OK) {
         switchsim__net_pushed(net, g, &in);
@@ -940,6 +950,7 @@ static int switchsim__net_direct(switchsim_net_t *net, switchsim_conn_t *c, cons
         switchsim__net_contrib(c, &c->dm, &in); /* checked at the claim */
         net->drv.work_seen = g->net_work_seen;
         net->drv.work_seg  = g->view.seg;
+        switchsim__net_note_lane(g, c, c->dm.n);
         if (agg_dp_push_claimed(&g->view, leaf, &in, &net->drv) == AGG_OK) {
             switchsim__net_pushed(net, g, &in);
         }

@@ -45,11 +45,14 @@ typedef enum agg_net_type {
 /*
  * A member may join with up to AGG_NET_MAX_LANES connections ("lanes"), one
  * HELLO each: HELLO.root is the lane, HELLO.len the member's lanes (0 reads
- * as 1). Fragment n goes up, and its result comes down, on lane
- * (n - 1) % lanes: several TCP flows carry one member's stream, which one
- * flow's ordering and window would hold back.
+ * as 1). The member sends each fragment on the lane it likes, and its
+ * result comes down on the lane it went up on: several TCP flows carry one
+ * member's stream, which one flow's ordering and window would hold back.
+ * A member with lanes keeps fewer than AGG_NET_LANE_RING fragments
+ * unanswered (switchsim remembers each one's lane by n % AGG_NET_LANE_RING).
  */
 #define AGG_NET_MAX_LANES 8u
+#define AGG_NET_LANE_RING 128u
 
 /* agg_net_msg_t.flags */
 #define AGG_NET_F_EMPTY 0x01u /* PUSH: the member adds no data (a bcast's non-root) */
