@@ -7,6 +7,10 @@
 #   tools/bootstrap.sh test   # every test (warnings as errors), then again
 #                             # under AddressSanitizer + UndefinedBehaviorSanitizer,
 #                             # then under ThreadSanitizer
+#
+# The test mode runs ctest in parallel (CTEST_PARALLEL_LEVEL, default 3 on
+# two cores: one test waiting on sockets overlaps one using the CPU), prints
+# each phase's time and, at the end, the ten slowest tests.
 set -euo pipefail
 
 mode=${1:-}
@@ -45,35 +49,68 @@ install_packages() {
         "${missing[@]}" >/dev/null
 }
 
+PHASES=()
+phase_start=$SECONDS
+phase() { # NAME: the time since the last phase ended goes to NAME
+    PHASES+=("$(printf '%-44s %5d s' "$1" $((SECONDS - phase_start)))")
+    phase_start=$SECONDS
+}
+
 build() { # build DIR [cmake options...]
     local dir=$1
     shift
     echo "== building in $dir $*"
     cmake -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
     cmake --build "$dir" -j"$(nproc)"
+    phase "build $(basename "$dir")"
+}
+
+# run_tests DIR: ctest in DIR, its lines kept for the summary
+JOBS=${CTEST_PARALLEL_LEVEL:-$(($(nproc) + 1))}
+run_tests() {
+    local dir=$1 rc=0
+    (cd "$dir" && ctest --output-on-failure --timeout 900 -j"$JOBS") | tee "$dir/ctest.log" || rc=$?
+    phase "tests $(basename "$dir") (ctest -j$JOBS)"
+    [ $rc -eq 0 ] || { summary; exit $rc; }
+}
+
+# The phases' times and the ten slowest tests of every tree.
+summary() {
+    local p dir
+    echo "== times"
+    for p in "${PHASES[@]}"; do
+        echo "   $p"
+    done
+    echo "   $(printf '%-44s %5d s' total $SECONDS)"
+    echo "== the ten slowest tests"
+    for dir in "$ROOT"/build "$ROOT"/build-asan "$ROOT"/build-tsan; do
+        [ -f "$dir/ctest.log" ] || continue
+        sed -n "s/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec\$/\2 \1 $(basename "$dir")/p" \
+            "$dir/ctest.log"
+    done | sort -rn | head -10 | awk '{ printf "   %8.1f s  %-24s %s\n", $1, $2, $3 }'
 }
 
 install_packages
+phase "packages"
 
 if [ "$mode" = demo ]; then
     build "$ROOT/build"
     exec "$ROOT/tools/demo.sh" "$ROOT/build" "$@"
 fi
 
-# test: the normal build with warnings as errors, then the sanitizers.
+# test: the normal build with warnings as errors, then the sanitizers (each
+# tree's ctest preloads its runtime for the MPI runs; tests/CMakeLists.txt).
 build "$ROOT/build" -DAGG_WERROR=ON
 echo "== tests"
-(cd "$ROOT/build" && ctest --output-on-failure --timeout 900)
+run_tests "$ROOT/build"
 
 build "$ROOT/build-asan" -DAGG_WERROR=ON -DAGG_SANITIZE=ON
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-export SANITIZER_PRELOAD
-SANITIZER_PRELOAD=$(gcc -print-file-name=libasan.so)
 # Open MPI itself leaks at exit, so the MPI runs check no leaks
 # (tests/e2e/lib.sh); the unit tests run with leak detection on.
-(cd "$ROOT/build-asan" && ctest --output-on-failure --timeout 900)
+run_tests "$ROOT/build-asan"
 
 build "$ROOT/build-tsan" -DAGG_WERROR=ON -DAGG_TSAN=ON
 echo "== tests under ThreadSanitizer"
-SANITIZER_PRELOAD=$(gcc -print-file-name=libtsan.so)
-(cd "$ROOT/build-tsan" && ctest --output-on-failure --timeout 900)
+run_tests "$ROOT/build-tsan"
+summary

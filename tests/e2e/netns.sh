@@ -24,17 +24,11 @@ TOPO=$ROOT/tests/data/netns_4h.topo
 P=aggh
 T=180 # seconds, for every wait
 
-if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: needs root (network namespaces)"
-    exit 0
-fi
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
 for tool in ip unshare flock mpirun; do
-    command -v "$tool" >/dev/null || { echo "SKIP: no $tool"; exit 0; }
+    command -v "$tool" >/dev/null || skip "no $tool"
 done
-if ! ip netns add "aggprobe$$" 2>/dev/null; then
-    echo "SKIP: this machine cannot make network namespaces"
-    exit 0
-fi
+ip netns add "aggprobe$$" 2>/dev/null || skip "this machine cannot make network namespaces"
 ip netns del "aggprobe$$"
 # under the sanitizers (much slower) the results are checked, on fewer elements,
 # and the figures not taken

@@ -3,10 +3,7 @@
 # and every descriptor the daemon opened closed at exit, after
 # SIGTERM, as the daemons promise.
 . "$(dirname "$0")/lib.sh"
-if [ -n "${SANITIZER_PRELOAD:-}" ]; then
-    echo "skipped: valgrind does not run sanitizer builds (the normal build runs this)"
-    exit 0
-fi
+[ -z "$SANITIZER" ] || skip "valgrind does not run sanitizer builds (the normal build runs this)"
 command -v valgrind >/dev/null || fail "valgrind is not installed"
 VG=(valgrind --track-fds=yes --leak-check=full --show-leak-kinds=definite,indirect
     --errors-for-leak-kinds=definite,indirect --error-exitcode=7)
