@@ -181,6 +181,8 @@ void shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
  */
 static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
 {
+    MPI_Request greq = sr->greq; /* sr may be freed once completed is set */
+
     agg_request_free(sr->agg);
     sr->agg = NULL;
     shim_ipack_finish(&sr->pack, st);
@@ -189,9 +191,11 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
                   "MPI_ERR_INTERN", agg_coll_name(sr->coll), agg_strerror(st));
         sr->error = MPI_ERR_INTERN;
     }
+    /* after this, nothing of sr: a thread in MPI_Wait may free it as soon as
+       MPI sees the request complete (the release pairs with shim_ireq_seen) */
     __atomic_store_n(&sr->completed, 1, __ATOMIC_RELEASE);
     /* last: if the program freed the request already, this frees sr */
-    PMPI_Grequest_complete(sr->greq);
+    PMPI_Grequest_complete(greq);
 }
 
 /* Whether sr's MPI request is one of reqs[0 .. n). */

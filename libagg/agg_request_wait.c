@@ -148,7 +148,13 @@ static agg_status_t agg__request_wait(agg_request_t *req)
            latency of small allreduces on a machine with no core to spare */
         now_ns = agg_time_ns();
         if (comm->ctx->progress != NULL && now_ns - mpi_at_ns >= AGG__CALLER_PROGRESS_NS) {
+            /* not under this communicator's lock: the caller's engine may
+               complete and free requests of other communicators, whose
+               waiters hold their own lock and call it too (TSan saw the
+               lock-order inversion under MPI_THREAD_MULTIPLE) */
+            agg__comm_unlock(comm);
             comm->ctx->progress(comm->ctx->progress_arg);
+            agg__comm_lock(comm);
             mpi_at_ns = now_ns;
         }
         if (agg__request_stalled(req, (int64_t)(now_ns / 1000000u))) {
