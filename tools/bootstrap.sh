@@ -10,7 +10,9 @@
 #
 # The test mode runs ctest in parallel (CTEST_PARALLEL_LEVEL, default 3 on
 # two cores: one test waiting on sockets overlaps one using the CPU), prints
-# each phase's time and, at the end, the ten slowest tests.
+# each phase's time and, at the end, the ten slowest tests. The sanitizer
+# builds leave out the GPU backends (nothing in them is instrumented) and run
+# the quick tier of sizes (AGG_TEST_SCALE, tests/e2e/lib.sh).
 set -euo pipefail
 
 mode=${1:-}
@@ -29,7 +31,7 @@ PACKAGES=(build-essential cmake pkg-config python3 procps valgrind
           libopenmpi-dev openmpi-bin libconfig-dev libcmocka-dev
           libibumad-dev libibnetdisc-dev ibsim-utils infiniband-diags
           gfortran python3-mpi4py python3-numpy gnuplot-nox)
-# the tests also build the ROCm backend (the CUDA one where nvcc is installed)
+# the plain test build also builds the ROCm backend (the CUDA one where nvcc is installed)
 [ "$mode" = test ] && PACKAGES+=(hipcc)
 
 install_packages() {
@@ -67,9 +69,10 @@ build() { # build DIR [cmake options...]
 
 # run_tests DIR: ctest in DIR, its lines kept for the summary
 JOBS=${CTEST_PARALLEL_LEVEL:-$(($(nproc) + 1))}
-run_tests() {
+run_tests() { # run_tests DIR [ctest options...]
     local dir=$1 rc=0
-    (cd "$dir" && ctest --output-on-failure --timeout 900 -j"$JOBS") | tee "$dir/ctest.log" || rc=$?
+    shift
+    (cd "$dir" && ctest --output-on-failure --timeout 900 -j"$JOBS" "$@") | tee "$dir/ctest.log" || rc=$?
     phase "tests $(basename "$dir") (ctest -j$JOBS)"
     [ $rc -eq 0 ] || { summary; exit $rc; }
 }
@@ -104,13 +107,15 @@ build "$ROOT/build" -DAGG_WERROR=ON
 echo "== tests"
 run_tests "$ROOT/build"
 
-build "$ROOT/build-asan" -DAGG_WERROR=ON -DAGG_SANITIZE=ON
+NO_GPU=(-DAGG_GPU_CUDA=OFF -DAGG_GPU_ROCM=OFF)
+build "$ROOT/build-asan" -DAGG_WERROR=ON -DAGG_SANITIZE=ON "${NO_GPU[@]}"
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 # Open MPI itself leaks at exit, so the MPI runs check no leaks
 # (tests/e2e/lib.sh); the unit tests run with leak detection on.
 run_tests "$ROOT/build-asan"
 
-build "$ROOT/build-tsan" -DAGG_WERROR=ON -DAGG_TSAN=ON
+build "$ROOT/build-tsan" -DAGG_WERROR=ON -DAGG_TSAN=ON "${NO_GPU[@]}"
 echo "== tests under ThreadSanitizer"
 run_tests "$ROOT/build-tsan"
+
 summary

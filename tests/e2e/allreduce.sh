@@ -6,7 +6,7 @@
 NP=${2:?NP}
 shift 2
 
-run_check offload "$NP" -x HCOLL_ENABLE_SHARP=3 -- "$@"
+run_check offload "$NP" -x HCOLL_ENABLE_SHARP=3 -- --max-count "$MAX_COUNT" "$@"
 cat "$TMP/offload.out"
 frags=$(stat fragments_in "$TMP/offload.stats")
 results=$(stat results_out "$TMP/offload.stats")

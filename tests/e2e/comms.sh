@@ -18,8 +18,12 @@ run() { # name np [mpirun args...]
     grep -E "^comm_loop: live" "$TMP/$name.out"
 }
 
-run loop3 3
-run loop4 4
+# the quick tier (lib.sh): 4 ranks only, here and for the layouts
+LOOP_NPS=(3 4)
+[ $QUICK = 0 ] || LOOP_NPS=(4)
+for np in "${LOOP_NPS[@]}"; do
+    run loop$np $np
+done
 [ "$(stat groups_total "$TMP/loop4.stats")" -gt 40 ] || fail "expected a group per communicator and loop"
 
 run lazy 3 -x SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=2
@@ -29,7 +33,7 @@ line=$(grep "^agg_stats: allreduce " "$TMP/lazy.out")
 case "$line" in *" llt=0 "*) fail "lazy groups: the third allreduce on a communicator was not offloaded: $line" ;; esac
 # Datatypes that differ from rank to rank (matching signatures): every rank
 # takes the same path (the network), packing where its layout has holes
-for np in 3 4; do
+for np in "${LOOP_NPS[@]}"; do
     "$BIN/aggrun" -- "${MPIRUN[@]}" -np "$np" -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=4 \
         -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$BIN/layout_check" >"$TMP/layout$np.out" 2>&1 ||
         { cat "$TMP/layout$np.out"; fail "layout_check at $np ranks failed"; }

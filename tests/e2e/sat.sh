@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Streaming aggregation: with SAT on from 4 KiB, every type, op and count
-# (1 to 4 Mi elements, 1 Mi under the sanitizers; in place, split and
+# (1 to 4 Mi elements, the quick tier's in lib.sh; in place, split and
 # reversed communicators) is right,
 # small messages go through the LLT and large ones through SAT (switchsim's
 # counters count the two apart), ranks driving the nodes themselves and
@@ -48,7 +48,7 @@ run_check host_large "$NP" "${SAT[@]}" -x HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG=2 -
 MIXED=(-x LD_PRELOAD="$PRELOAD" -x AGG_COLL_TIMEOUT_MS=10000 -x HCOLL_ENABLE_SHARP=3
        -x SHARP_COLL_ENABLE_SAT=1)
 [ -z "${ASAN_OPTIONS:-}" ] || MIXED+=(-x ASAN_OPTIONS)
-CHECK=("$BIN/allreduce_check" --max-count 65549 --world-only)
+CHECK=("$BIN/allreduce_check" "${CHECK_OPTS[@]}" --max-count 65549 --world-only)
 "$BIN/aggrun" --stats-file "$TMP/mixed.stats" -- "${MPIRUN[@]}" \
     -np 1 "${MIXED[@]}" -x SHARP_COLL_SAT_THRESHOLD=4096 "${CHECK[@]}" : \
     -np $((NP - 1)) "${MIXED[@]}" -x SHARP_COLL_SAT_THRESHOLD=1048576 "${CHECK[@]}" \
