@@ -6,7 +6,8 @@
 #                             # offload path and host path side by side
 #   tools/bootstrap.sh test   # every test (warnings as errors), then again
 #                             # under AddressSanitizer + UndefinedBehaviorSanitizer,
-#                             # then under ThreadSanitizer
+#                             # then under ThreadSanitizer, then each fuzz
+#                             # harness for half a minute
 #
 # The test mode runs ctest in parallel (CTEST_PARALLEL_LEVEL, default 3 on
 # two cores: one test waiting on sockets overlaps one using the CPU), prints
@@ -32,7 +33,7 @@ PACKAGES=(build-essential cmake pkg-config python3 procps valgrind
           libibumad-dev libibnetdisc-dev ibsim-utils infiniband-diags
           gfortran python3-mpi4py python3-numpy gnuplot-nox)
 # the plain test build also builds the ROCm backend (the CUDA one where nvcc is installed)
-[ "$mode" = test ] && PACKAGES+=(hipcc)
+[ "$mode" = test ] && PACKAGES+=(hipcc clang libclang-rt-14-dev) # clang: the fuzz harnesses
 
 install_packages() {
     local missing=() p sudo=()
@@ -86,7 +87,7 @@ summary() {
     done
     echo "   $(printf '%-44s %5d s' total $SECONDS)"
     echo "== the ten slowest tests"
-    for dir in "$ROOT"/build "$ROOT"/build-asan "$ROOT"/build-tsan; do
+    for dir in "$ROOT"/build "$ROOT"/build-asan "$ROOT"/build-tsan "$ROOT"/build-fuzz; do
         [ -f "$dir/ctest.log" ] || continue
         sed -n "s/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec\$/\2 \1 $(basename "$dir")/p" \
             "$dir/ctest.log"
@@ -118,4 +119,14 @@ build "$ROOT/build-tsan" -DAGG_WERROR=ON -DAGG_TSAN=ON "${NO_GPU[@]}"
 echo "== tests under ThreadSanitizer"
 run_tests "$ROOT/build-tsan"
 
+# The libFuzzer harnesses (clang; tests/fuzz): built, then each run for
+# AGG_FUZZ_SECONDS on its corpus, so a harness left behind by an API change or
+# a parser that crashes fails here.
+echo "== building in $ROOT/build-fuzz (clang, the fuzz harnesses)"
+CC=clang cmake -S "$ROOT" -B "$ROOT/build-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGG_WERROR=ON \
+    -DAGG_FUZZ=ON -DAGG_GPU_CUDA=OFF -DAGG_GPU_ROCM=OFF >/dev/null
+cmake --build "$ROOT/build-fuzz" -j"$(nproc)" --target fuzz_topo fuzz_conf fuzz_switchsim
+phase "build build-fuzz"
+echo "== fuzzing"
+run_tests "$ROOT/build-fuzz" -L fuzz
 summary

@@ -92,6 +92,15 @@ static void fuzz_check_conf(const agg_conf_t *conf)
         }
         case AGG_CONF_T_STRING:
             break;
+        case AGG_CONF_T_ENUM: {
+            long long words = 1;
+
+            for (const char *c = row->choices; *c != '\0'; c++) {
+                words += *c == '|';
+            }
+            FUZZ_CHECK(v->i >= 0 && v->i < words);
+            break;
+        }
         }
     }
 }

@@ -40,8 +40,10 @@
  *   per round:  op u8, dtype u8, kind u8 (< 0xc0: DATA, else & 3),
  *               flags u8 (bit 0: every member fails it; bits 1-7: member m
  *               uses zero copy when bit 1 + m % 7 is set; bits 2-7 are also
- *               written as they are into the fragment's flags, which no flag
- *               uses), count u16 LE (x 65537 when kind bit 5 is set)
+ *               written as they are into the fragment's flags: bit 2 is
+ *               AGG_DP_FRAG_EMPTY (the member adds no data, as a bcast's
+ *               non-root), the others no flag uses), count u16 LE (x 65537
+ *               when kind bit 5 is set)
  *   then steps of 2 bytes: member u8 (% num_members), action u8 (FUZZ_ACT_*
  *   in bits 0-2, a deviation in bits 3-5)
  * The bytes after the rounds also fill the payloads.
@@ -227,8 +229,9 @@ static int fuzz_taken(const fuzz_run_t *r, uint64_t n, uint32_t m)
 /* What the engine should take as a contribution at all (agg_dp_push's rules). */
 static int fuzz_valid(const fuzz_run_t *r, const fuzz_hdr_t *h)
 {
-    if (h->kind >= AGG_DP_KIND__COUNT) {
-        return 0;
+    if (h->kind >= AGG_DP_KIND__COUNT ||
+        (h->kind != AGG_DP_KIND_DATA && r->s->tree != AGG_TREE_SAT)) {
+        return 0; /* only a SAT group has a lock to ask for */
     }
     if (h->kind != AGG_DP_KIND_DATA || h->count == 0) {
         return 1;
@@ -280,10 +283,22 @@ static void fuzz_check_result(fuzz_run_t *r, uint64_t n, const agg_dp_slot_t *re
         h0->dtype > AGG_DTYPE_UINT64) {
         return;
     }
-    /* integers reduce exactly in any order: the tree must give the members' reduction */
-    memcpy(r->expect, fuzz_data(r, 0, n), bytes);
-    for (m = 1; m < r->members; m++) {
-        agg_reduce_fn(h0->dtype, h0->op)(r->expect, fuzz_data(r, m, n), h0->count);
+    /* integers reduce exactly in any order: the tree must give the reduction
+       of the members that added data (none: nothing to compare) */
+    int filled = 0;
+
+    for (m = 0; m < r->members; m++) {
+        if (r->hdr[fuzz_ix(r, n, m)].flags & AGG_DP_FRAG_EMPTY) {
+            continue;
+        }
+        if (filled++ == 0) {
+            memcpy(r->expect, fuzz_data(r, m, n), bytes);
+        } else {
+            agg_reduce_fn(h0->dtype, h0->op)(r->expect, fuzz_data(r, m, n), h0->count);
+        }
+    }
+    if (filled == 0) {
+        return;
     }
     memset(r->out, 0, r->payload);
     agg_dp_copy_out(res, r->out);
@@ -322,6 +337,7 @@ static agg_status_t fuzz_push(fuzz_run_t *r, uint32_t m, uint64_t n)
         .dtype  = h->dtype,
         .kind   = h->kind,
         .status = (h->flags & AGG_DP_FRAG_FAILED) ? AGG_ERR_TIMEOUT : AGG_OK,
+        .empty  = (h->flags & AGG_DP_FRAG_EMPTY) != 0,
         .data   = fuzz_data(r, m, n),
     };
     agg_status_t st;
@@ -635,7 +651,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(g != NULL && g->view.seg != NULL && g->view.host == fuzz_sim.host);
     fuzz_check_segment(g, &cfg, nodes, members);
-    FUZZ_CHECK(switchsim_group_create(&fuzz_sim, &cfg, nodes, members, &dup) ==
+    FUZZ_CHECK(switchsim_group_create(&fuzz_sim, &cfg, nodes, members, NULL, &dup) ==
                AGG_ERR_GROUP_ID && dup == NULL);
 
     r->g          = g;
@@ -667,7 +683,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_run(r, &in);
         fuzz_poison(r, 0);
     }
-    FUZZ_CHECK(switchsim_group_destroy(&fuzz_sim, cfg.group_id, (uint8_t)cfg.tree) == AGG_OK);
+    FUZZ_CHECK(switchsim_group_destroy(&fuzz_sim, cfg.group_id, (uint8_t)cfg.tree, cfg.part) ==
+               AGG_OK);
     fuzz_check_clean();
 
 out:

@@ -73,7 +73,7 @@ static inline switchsim_test_cfg_t switchsim_test_tree3(uint32_t id, uint8_t tre
         .cfg     = {.group_id = id, .job_id = 1, .num_members = 4, .num_nodes = 3,
                     .osts = osts, .payload = payload, .tree = tree},
         .nodes   = {{root, -1, 0}, {root + 0x10, 0, 0}, {root + 0x20, 0, 0}},
-        .members = {{1}, {1}, {2}, {2}},
+        .members = {{.leaf = 1}, {.leaf = 1}, {.leaf = 2}, {.leaf = 2}},
     };
 
     return t;
