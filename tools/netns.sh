@@ -21,10 +21,11 @@
 # its name as hostname).
 #
 # Interface names are limited to 15 characters: PREFIX at most 9. Only one
-# PREFIX can be up at a time (they would share the subnet).
+# PREFIX can be up at a time on one subnet: NETNS_NET (the first three
+# octets, default 10.77.0) gives another one its own, for every command.
 set -euo pipefail
 
-NETNS_NET=10.77.0
+NETNS_NET=${NETNS_NET:-10.77.0}
 NETNS_DEFAULT_PREFIX=aggh
 
 _netns_prefix() {

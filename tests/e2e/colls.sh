@@ -5,23 +5,41 @@
 # (mpi4py, MPI_THREAD_MULTIPLE and single) at 2 to 4 ranks. With AGG_STATS=1 the shim says where each call
 # went: every line must add up, and at 2 ranks allreduce, reduce, bcast and
 # barrier must have been offloaded (llt > 0).
-#   colls.sh BUILD [NP...]      (default: 2 3 5 8)
+#   colls.sh BUILD [c|bindings|all] [NP...]   (default: all; C at 2 3 5 8)
+# c: coll_check at each NP; bindings: Fortran and Python; all: both (ctest
+# runs them as e2e.colls.c2_3, .c5_8 and .bindings, side by side).
 # In the quick tier (lib.sh; the sanitizer builds): C at 2 and 5 ranks (a
 # power of two and not, the host algorithms' two shapes), Fortran and Python
 # at 2 (the bindings lead to the same shim code the C runs have covered);
 # under TSan, C at 2 ranks (what runs threads is switchsim's, the same at 5).
+# NPs given are cut to the tier's; a part left with nothing to run skips.
 . "$(dirname "$0")/lib.sh"
 shift
+PART=all
+case "${1:-}" in
+c | bindings | all) PART=$1; shift ;;
+esac
 NPS=("$@")
+[ ${#NPS[@]} -gt 0 ] || NPS=(2 3 5 8)
 BIND_NPS=(2 3 4)
 if [ "$SANITIZER" = tsan ]; then
-    [ ${#NPS[@]} -gt 0 ] || NPS=(2)
+    TIER_NPS=" 2 "
     BIND_NPS=()
 elif [ $QUICK = 1 ]; then
-    [ ${#NPS[@]} -gt 0 ] || NPS=(2 5)
+    TIER_NPS=" 2 5 "
     BIND_NPS=(2)
 fi
-[ ${#NPS[@]} -gt 0 ] || NPS=(2 3 5 8)
+if [ $QUICK = 1 ]; then
+    kept=()
+    for np in "${NPS[@]}"; do
+        case "$TIER_NPS" in *" $np "*) kept+=("$np") ;; esac
+    done
+    NPS=("${kept[@]}")
+fi
+[ "$PART" != bindings ] || NPS=()
+[ "$PART" != c ] || BIND_NPS=()
+[ ${#NPS[@]} -gt 0 ] || [ ${#BIND_NPS[@]} -gt 0 ] ||
+    skip "colls $PART: nothing at these process counts in the $AGG_TEST_SCALE tier${SANITIZER:+ under $SANITIZER}"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 export AGG_STATS=1
 
@@ -84,7 +102,7 @@ for np in "${NPS[@]}"; do
 done
 
 if [ ${#BIND_NPS[@]} -eq 0 ]; then
-    echo "coll_check_f, coll_check.py: not under TSan (the plain and ASan passes run them)"
+    echo "coll_check_f, coll_check.py: not in this part or pass (the plain and ASan passes run them)"
 elif [ -x "$BIN/coll_check_f" ]; then
     for np in "${BIND_NPS[@]}"; do
         run "f$np" $np -- "$BIN/coll_check_f"

@@ -45,9 +45,12 @@ grep -q "tree_info: type:LLT .* depth:2 " "$TMP/topo.out" || { grep tree_info "$
 # aggrun on SIGINT: the command gets it, daemons stop, nothing is left over
 "$BIN/aggrun" --stats-file "$TMP/st" -- sleep 60 &
 runner=$!
-sleep 1
-mgr=$(pgrep -P $runner -x aggmgr || true)
-sim=$(pgrep -P $runner -x switchsim || true)
+for _ in $(seq 200); do # until both daemons and the command run (10 s at most)
+    mgr=$(pgrep -P $runner -x aggmgr || true)
+    sim=$(pgrep -P $runner -x switchsim || true)
+    [ -z "$mgr" ] || [ -z "$sim" ] || ! pgrep -P $runner -x sleep >/dev/null || break
+    sleep 0.05
+done
 [ -n "$mgr" ] && [ -n "$sim" ] || fail "aggrun did not start aggmgr and switchsim"
 kill -INT $runner
 set +e
@@ -126,9 +129,10 @@ check_no_shm_left "$sim"
 # SIGHUP reloads what is reloadable (log_level), keeps the rest
 port=$(free_port)
 printf 'log_level = 2;\n' >"$TMP/hup.conf"
-"$BIN/aggmgr" -c "$TMP/hup.conf" --listen 127.0.0.1:$port 2>"$TMP/hup.err" &
+"$BIN/aggmgr" -c "$TMP/hup.conf" --listen 127.0.0.1:$port --ready-fd 3 3>"$TMP/hup.ready" 2>"$TMP/hup.err" &
 mgr=$!
-sleep 0.5
+for _ in $(seq 200); do grep -q : "$TMP/hup.ready" && break; sleep 0.05; done
+grep -q : "$TMP/hup.ready" || { cat "$TMP/hup.err"; fail "aggmgr did not start with $TMP/hup.conf"; }
 printf 'log_level = 4;\nam_max_jobs = 7;\n' >"$TMP/hup.conf"
 kill -HUP $mgr
 for _ in $(seq 100); do grep -q "reloaded" "$TMP/hup.err" && break; sleep 0.05; done
