@@ -104,6 +104,7 @@ fi
 
 # test: the normal build with warnings as errors, then the sanitizers (each
 # tree's ctest preloads its runtime for the MPI runs; tests/CMakeLists.txt).
+rm -f "$ROOT"/build/ctest.log "$ROOT"/build-asan/ctest.log "$ROOT"/build-tsan/ctest.log     "$ROOT"/build-fuzz/ctest.log # the summary reads this run's only
 build "$ROOT/build" -DAGG_WERROR=ON
 echo "== tests"
 run_tests "$ROOT/build"
