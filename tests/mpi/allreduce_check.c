@@ -169,7 +169,7 @@ static void run_comm(MPI_Comm comm, size_t max_count)
         {"int", MPI_INT, check_int, 0},        {"long", MPI_LONG, check_long, 0},
         {"float", MPI_FLOAT, check_f32, 1},    {"double", MPI_DOUBLE, check_f64, 1},
     };
-    int size, rank, t, op, c, ip, *members;
+    int size, rank, t, op, c, ip, kept, *members;
     MPI_Group g, wg;
 
     MPI_Comm_size(comm, &size);
@@ -185,10 +185,11 @@ static void run_comm(MPI_Comm comm, size_t max_count)
         MPI_Group_free(&wg);
         free(idx);
     }
-    for (t = 0; t < (int)(sizeof(types) / sizeof(types[0])); ++t) {
+    for (t = 0, kept = 0; t < (int)(sizeof(types) / sizeof(types[0])); ++t) {
         if (!type_wanted(types[t].name)) {
             continue;
         }
+        kept++;
         for (op = 0; op < OP_COUNT; ++op) {
             if (types[t].is_float && op >= OP_LAND) {
                 continue;
@@ -203,6 +204,22 @@ static void run_comm(MPI_Comm comm, size_t max_count)
                     types[t].fn(types[t].dt, types[t].name, op, counts[c], comm, members, ip);
                 }
             }
+        }
+    }
+    if (type_filter != NULL) {
+        /* every name in --types must be a type here: a typo drops no check unseen */
+        int names = 1;
+
+        for (const char *q = type_filter; *q != '\0'; q++) {
+            names += *q == ',';
+        }
+        if (kept != names) {
+            if (world_rank == 0) {
+                fprintf(stderr, "allreduce_check: --types %s: %d of its %d names are types "
+                        "(int8 ... uint64, int, long, float, double)\n", type_filter, kept,
+                        names);
+            }
+            failures++;
         }
     }
     run_pairs(comm, members, max_count);
