@@ -29,7 +29,7 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
     int port;
     agg_status_t st;
 
-    st = agg_conf_addr_split(addr, host, sizeof(host), &port);
+    st = agg_sock_addr_parse(addr, host, sizeof(host), &port, NULL, 0);
     if (st != AGG_OK) {
         agg_error("bad listen address '%s'", addr);
         return st;

@@ -2,6 +2,7 @@
 #include "agg/log.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -9,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -336,4 +338,74 @@ void agg_sock_addr_string(const struct sockaddr *sa, char *buf, size_t len)
         return;
     }
     snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, serv);
+}
+
+agg_status_t agg_sock_addr_parse(const char *addr, char *host, size_t hostlen, int *port,
+                                 char *why, size_t whylen)
+{
+    const char *hbeg = addr, *ptext;
+    size_t hlen, i;
+    long val = 0;
+
+    if (addr == NULL) {
+        snprintf(why, whylen, "no address");
+        return AGG_ERR_INVALID_PARAM;
+    }
+    if (addr[0] == '[') {
+        const char *close = strchr(addr, ']');
+
+        if (close == NULL) {
+            snprintf(why, whylen, "missing ']' after an IPv6 address");
+            return AGG_ERR_PARSE;
+        }
+        hbeg = addr + 1;
+        hlen = (size_t)(close - hbeg);
+        if (close[1] != ':') {
+            snprintf(why, whylen, "missing ':port' after ']'");
+            return AGG_ERR_PARSE;
+        }
+        ptext = close + 2;
+    } else {
+        const char *colon = strrchr(addr, ':');
+
+        if (colon == NULL) {
+            snprintf(why, whylen, "missing ':port'");
+            return AGG_ERR_PARSE;
+        }
+        hlen = (size_t)(colon - addr);
+        if (memchr(addr, ':', hlen) != NULL) {
+            snprintf(why, whylen, "an IPv6 address needs brackets, e.g. [::1]:6126");
+            return AGG_ERR_PARSE;
+        }
+        ptext = colon + 1;
+    }
+    if (hlen == 0) {
+        snprintf(why, whylen, "empty host");
+        return AGG_ERR_PARSE;
+    }
+    for (i = 0; i < hlen; i++) {
+        if (isspace((unsigned char)hbeg[i]) || !isprint((unsigned char)hbeg[i])) {
+            snprintf(why, whylen, "the host contains a space or control character");
+            return AGG_ERR_PARSE;
+        }
+    }
+    if (ptext[0] == '\0' || strlen(ptext) > 5 ||
+        strspn(ptext, "0123456789") != strlen(ptext) ||
+        (val = strtol(ptext, NULL, 10)) > 65535) {
+        snprintf(why, whylen, "port '%.16s' is not a number in 0..65535", ptext);
+        return AGG_ERR_PARSE;
+    }
+    if (host != NULL) {
+        if (hlen >= hostlen) {
+            snprintf(why, whylen, "host longer than %zu characters",
+                     hostlen ? hostlen - 1 : 0);
+            return AGG_ERR_INVALID_PARAM;
+        }
+        memcpy(host, hbeg, hlen);
+        host[hlen] = '\0';
+    }
+    if (port != NULL) {
+        *port = (int)val;
+    }
+    return AGG_OK;
 }

@@ -47,7 +47,7 @@ static agg_status_t agg__conf_apply(agg_conf_t *conf, const agg_conf_row_t *row,
     }
     val.source = source;
     snprintf(val.where, sizeof(val.where), "%s", where);
-    conf->v[row->id] = val;
+    conf->v[agg_conf_row_id(row)] = val;
     return AGG_OK;
 }
 
@@ -474,4 +474,13 @@ long long agg_conf_int(const agg_conf_t *conf, agg_conf_id_t id)
 const char *agg_conf_str(const agg_conf_t *conf, agg_conf_id_t id)
 {
     return ((unsigned)id < AGG_CONF__COUNT) ? conf->v[id].s : "";
+}
+
+agg_am_target_t agg_conf_am_target(const agg_conf_t *conf)
+{
+    return (agg_am_target_t){
+        .addr       = agg_conf_str(conf, AGG_CONF_AM_ADDR),
+        .key_file   = agg_conf_str(conf, AGG_CONF_AM_KEY_FILE),
+        .timeout_ms = (int)agg_conf_int(conf, AGG_CONF_CONNECT_TIMEOUT_MS),
+    };
 }

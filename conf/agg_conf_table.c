@@ -15,7 +15,6 @@
 const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
     /* ---- shared by every part ---------------------------------------- */
     [AGG_CONF_LOG_LEVEL] = {
-        .id     = AGG_CONF_LOG_LEVEL,
         .key    = "log_level",
         .env    = {"SHARP_COLL_LOG_LEVEL", NULL},
         .defval = "2",
@@ -28,7 +27,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "5 trace.",
     },
     [AGG_CONF_AM_ADDR] = {
-        .id     = AGG_CONF_AM_ADDR,
         .key    = "am_addr",
         .env    = {"AGG_AM_ADDR", NULL},
         .defval = "127.0.0.1:6126",
@@ -39,7 +37,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "IPv6 addresses are written in brackets, e.g. [::1]:6126.",
     },
     [AGG_CONF_AM_KEY_FILE] = {
-        .id     = AGG_CONF_AM_KEY_FILE,
         .key    = "am_key_file",
         .env    = {"AGG_AM_KEY_FILE", NULL},
         .defval = "",
@@ -52,7 +49,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "(HMAC-SHA256 over random challenges). Loopback needs none.",
     },
     [AGG_CONF_CONNECT_TIMEOUT_MS] = {
-        .id     = AGG_CONF_CONNECT_TIMEOUT_MS,
         .key    = "connect_timeout_ms",
         .env    = {"AGG_CONNECT_TIMEOUT_MS", NULL},
         .defval = "3000",
@@ -65,7 +61,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "manager\" (AGG_ERR_SESSION_INIT).",
     },
     [AGG_CONF_SPIN_COUNT] = {
-        .id     = AGG_CONF_SPIN_COUNT,
         .key    = "spin_count",
         .env    = {"AGG_SPIN_COUNT", NULL},
         .defval = "512",
@@ -80,7 +75,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
 
     /* ---- client library (libsharp_coll role) ------------------------- */
     [AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST] = {
-        .id     = AGG_CONF_JOB_QUOTA_PAYLOAD_PER_OST,
         .key    = "job_quota_payload_per_ost",
         .env    = {"SHARP_COLL_JOB_QUOTA_PAYLOAD_PER_OST", NULL},
         .defval = "0",
@@ -95,7 +89,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "pipelined.",
     },
     [AGG_CONF_JOB_QUOTA_OSTS] = {
-        .id     = AGG_CONF_JOB_QUOTA_OSTS,
         .key    = "job_quota_osts",
         .env    = {"SHARP_COLL_JOB_QUOTA_OSTS", NULL},
         .defval = "0",
@@ -107,7 +100,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "the manager's default share (am_llt_quota_percent).",
     },
     [AGG_CONF_JOB_QUOTA_MAX_GROUPS] = {
-        .id     = AGG_CONF_JOB_QUOTA_MAX_GROUPS,
         .key    = "job_quota_max_groups",
         .env    = {"SHARP_COLL_JOB_QUOTA_MAX_GROUPS", NULL},
         .defval = "0",
@@ -120,7 +112,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "(am_llt_quota_percent).",
     },
     [AGG_CONF_OSTS_PER_GROUP] = {
-        .id     = AGG_CONF_OSTS_PER_GROUP,
         .key    = "osts_per_group",
         .env    = {"SHARP_COLL_OSTS_PER_GROUP", NULL},
         .defval = "8",
@@ -132,7 +123,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "fragments of one communicator can be in flight at once.",
     },
     [AGG_CONF_ENABLE_SAT] = {
-        .id     = AGG_CONF_ENABLE_SAT,
         .key    = "enable_sat",
         .env    = {"SHARP_COLL_ENABLE_SAT", NULL},
         .defval = "0",
@@ -144,7 +134,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "chunks once the group holds the SAT lock.",
     },
     [AGG_CONF_SAT_THRESHOLD] = {
-        .id     = AGG_CONF_SAT_THRESHOLD,
         .key    = "sat_threshold",
         .env    = {"SHARP_COLL_SAT_THRESHOLD", NULL},
         .defval = "16384",
@@ -157,7 +146,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "group); smaller ones use the LLT.",
     },
     [AGG_CONF_SAT_LOCK_BATCH_SIZE] = {
-        .id     = AGG_CONF_SAT_LOCK_BATCH_SIZE,
         .key    = "sat_lock_batch_size",
         .env    = {"SHARP_COLL_SAT_LOCK_BATCH_SIZE", NULL},
         .defval = "0",
@@ -171,7 +159,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "switches, at the price of a lock request per operation.",
     },
     [AGG_CONF_LOCK_ON_COMM_INIT] = {
-        .id     = AGG_CONF_LOCK_ON_COMM_INIT,
         .key    = "lock_on_comm_init",
         .env    = {"SHARP_COLL_LOCK_ON_COMM_INIT", NULL},
         .defval = "0",
@@ -181,7 +168,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "of at its first SAT operation.",
     },
     [AGG_CONF_SAT_LOCK_RETRIES] = {
-        .id     = AGG_CONF_SAT_LOCK_RETRIES,
         .key    = "sat_lock_retries",
         .env    = {"AGG_SAT_LOCK_RETRIES", NULL},
         .defval = "3",
@@ -195,7 +181,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "the reason logged.",
     },
     [AGG_CONF_SAT_LOCK_RETRY_US] = {
-        .id     = AGG_CONF_SAT_LOCK_RETRY_US,
         .key    = "sat_lock_retry_us",
         .env    = {"AGG_SAT_LOCK_RETRY_US", NULL},
         .defval = "100",
@@ -207,7 +192,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "request; each further repeat waits twice as long.",
     },
     [AGG_CONF_PIPELINE_DEPTH] = {
-        .id     = AGG_CONF_PIPELINE_DEPTH,
         .key    = "pipeline_depth",
         .env    = {"SHARP_COLL_PIPELINE_DEPTH", NULL},
         .defval = "4",
@@ -218,7 +202,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "SAT chunks a rank keeps in flight (the SAT group's OSTs).",
     },
     [AGG_CONF_SAT_CHUNK] = {
-        .id     = AGG_CONF_SAT_CHUNK,
         .key    = "sat_chunk_size",
         .env    = {"AGG_SAT_CHUNK_SIZE", NULL},
         .defval = "256k",
@@ -231,7 +214,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "multiple of 8.",
     },
     [AGG_CONF_SAT_ZCOPY] = {
-        .id     = AGG_CONF_SAT_ZCOPY,
         .key    = "sat_zcopy",
         .env    = {"AGG_SAT_ZCOPY", NULL},
         .defval = "0",
@@ -242,12 +224,11 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "write the result there (process_vm_readv/writev) instead of "
                   "the ranks copying them through shared memory. Falls back to "
                   "the copy where the kernel does not allow it. Off by "
-                  "default: measured with tools/bench_sat.sh (2 ranks, 2 "
+                  "default: measured with bench/bench_sat.sh (2 ranks, 2 "
                   "cores) it ran at 0.34x Open MPI from 256 KiB to 4 MiB, "
                   "against 0.89x for the copy.",
     },
     [AGG_CONF_RANK_PROGRESS] = {
-        .id     = AGG_CONF_RANK_PROGRESS,
         .key    = "rank_progress",
         .env    = {"AGG_RANK_PROGRESS", NULL},
         .defval = "1",
@@ -262,7 +243,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "core is free).",
     },
     [AGG_CONF_REPRODUCIBLE] = {
-        .id     = AGG_CONF_REPRODUCIBLE,
         .key    = "reproducible",
         .env    = {"AGG_REPRODUCIBLE", NULL},
         .defval = "0",
@@ -275,7 +255,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "combined as they arrive.",
     },
     [AGG_CONF_PLACEMENT] = {
-        .id      = AGG_CONF_PLACEMENT,
         .key     = "placement",
         .env     = {"AGG_PLACEMENT", NULL},
         .defval  = "packed",
@@ -290,7 +269,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                    "adapter of its own host.",
     },
     [AGG_CONF_COLL_TIMEOUT_MS] = {
-        .id     = AGG_CONF_COLL_TIMEOUT_MS,
         .key    = "coll_timeout_ms",
         .env    = {"AGG_COLL_TIMEOUT_MS", NULL},
         .defval = "30000",
@@ -302,7 +280,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "milliseconds fails with a timeout instead of hanging.",
     },
     [AGG_CONF_TCP_LANES] = {
-        .id     = AGG_CONF_TCP_LANES,
         .key    = "tcp_lanes",
         .env    = {"AGG_TCP_LANES", NULL},
         .defval = "4",
@@ -318,7 +295,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "(tests/e2e/netns.sh measures both). LLT groups use one.",
     },
     [AGG_CONF_ENABLE_CUDA] = {
-        .id     = AGG_CONF_ENABLE_CUDA,
         .key    = "enable_cuda",
         .env    = {"SHARP_COLL_ENABLE_CUDA", NULL},
         .defval = "-1",
@@ -333,7 +309,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "memory is then refused).",
     },
     [AGG_CONF_GPU_DIRECT_RDMA] = {
-        .id     = AGG_CONF_GPU_DIRECT_RDMA,
         .key    = "enable_gpu_direct_rdma",
         .env    = {"SHARP_COLL_ENABLE_GPU_DIRECT_RDMA", NULL},
         .defval = "-1",
@@ -350,7 +325,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "staged either way.",
     },
     [AGG_CONF_GPU_BACKEND] = {
-        .id      = AGG_CONF_GPU_BACKEND,
         .key     = "gpu_backend",
         .env     = {"AGG_GPU_BACKEND", NULL},
         .defval  = "auto",
@@ -362,7 +336,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                    "then ROCm.",
     },
     [AGG_CONF_GPU_STAGE_CHUNK] = {
-        .id     = AGG_CONF_GPU_STAGE_CHUNK,
         .key    = "gpu_stage_chunk",
         .env    = {"AGG_GPU_STAGE_CHUNK", NULL},
         .defval = "1048576",
@@ -375,7 +348,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "overlaps the aggregation of the one before.",
     },
     [AGG_CONF_GPU_STAGE_DEPTH] = {
-        .id     = AGG_CONF_GPU_STAGE_DEPTH,
         .key    = "gpu_stage_depth",
         .env    = {"AGG_GPU_STAGE_DEPTH", NULL},
         .defval = "4",
@@ -388,7 +360,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "bytes).",
     },
     [AGG_CONF_GPU_HOST_REDUCE_MIN] = {
-        .id     = AGG_CONF_GPU_HOST_REDUCE_MIN,
         .key    = "gpu_host_reduce_min",
         .env    = {"AGG_GPU_HOST_REDUCE_MIN", NULL},
         .defval = "16777216",
@@ -406,7 +377,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
 
     /* ---- hcoll_shim (HCOLL role) ------------------------------------- */
     [AGG_CONF_HCOLL_ENABLE_SHARP] = {
-        .id     = AGG_CONF_HCOLL_ENABLE_SHARP,
         .key    = "hcoll_enable_sharp",
         .env    = {"HCOLL_ENABLE_SHARP", NULL},
         .defval = "0",
@@ -422,7 +392,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "allgather).",
     },
     [AGG_CONF_HCOLL_SHARP_NP] = {
-        .id     = AGG_CONF_HCOLL_SHARP_NP,
         .key    = "hcoll_sharp_np",
         .env    = {"HCOLL_SHARP_NP", NULL},
         .defval = "4",
@@ -435,7 +404,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "every rank has its own simulated HCA.",
     },
     [AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX] = {
-        .id     = AGG_CONF_HCOLL_ALLREDUCE_SHARP_MAX,
         .key    = "hcoll_allreduce_sharp_max",
         .env    = {"HCOLL_ALLREDUCE_SHARP_MAX", NULL},
         .defval = "0",
@@ -450,7 +418,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
     },
 
     [AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG] = {
-        .id     = AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG,
         .key    = "hcoll_large_allreduce_alg",
         .env    = {"HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG", NULL},
         .defval = "4",
@@ -465,7 +432,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "MPI's host algorithm; 1, 3 and 5 are taken as 2.",
     },
     [AGG_CONF_HCOLL_ZCOPY_TUNE] = {
-        .id      = AGG_CONF_HCOLL_ZCOPY_TUNE,
         .key     = "hcoll_allreduce_zcopy_tune",
         .env     = {"HCOLL_ALLREDUCE_ZCOPY_TUNE", NULL},
         .defval  = "static",
@@ -480,7 +446,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                    "ring.",
     },
     [AGG_CONF_HCOLL_SBGP] = {
-        .id     = AGG_CONF_HCOLL_SBGP,
         .key    = "hcoll_sbgp",
         .env    = {"HCOLL_SBGP", NULL},
         .defval = "basesmsocket,basesmuma,p2p",
@@ -492,7 +457,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "the value.",
     },
     [AGG_CONF_HCOLL_BCOL] = {
-        .id     = AGG_CONF_HCOLL_BCOL,
         .key    = "hcoll_bcol",
         .env    = {"HCOLL_BCOL", NULL},
         .defval = "basesmuma,basesmuma,ucx_p2p",
@@ -503,7 +467,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "used here.",
     },
     [AGG_CONF_HCOLL_MAIN_IB] = {
-        .id     = AGG_CONF_HCOLL_MAIN_IB,
         .key    = "hcoll_main_ib",
         .env    = {"HCOLL_MAIN_IB", NULL},
         .defval = "",
@@ -515,7 +478,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "is accepted and not used (one port per adapter here).",
     },
     [AGG_CONF_HCOLL_HYBRID_LB] = {
-        .id     = AGG_CONF_HCOLL_HYBRID_LB,
         .key    = "hcoll_allreduce_hybrid_lb",
         .env    = {"HCOLL_ALLREDUCE_HYBRID_LB", NULL},
         .defval = "0",
@@ -527,7 +489,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "delays only its first fragment.",
     },
     [AGG_CONF_HCOLL_HYBRID_FRAG] = {
-        .id     = AGG_CONF_HCOLL_HYBRID_FRAG,
         .key    = "hcoll_hybrid_ar_lb_frag_thresh",
         .env    = {"HCOLL_HYBRID_AR_LB_FRAG_THRESH", NULL},
         .defval = "1048576",
@@ -538,7 +499,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "Fragment size, in bytes, of hcoll_allreduce_hybrid_lb.",
     },
     [AGG_CONF_GROUP_ALLOC_THRESHOLD] = {
-        .id     = AGG_CONF_GROUP_ALLOC_THRESHOLD,
         .key    = "group_alloc_threshold",
         .env    = {"SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD", NULL},
         .defval = "0",
@@ -554,7 +514,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "the group quota for those they use.",
     },
     [AGG_CONF_SHIM_DISABLE] = {
-        .id     = AGG_CONF_SHIM_DISABLE,
         .key    = "shim_disable",
         .env    = {"AGG_SHIM_DISABLE", NULL},
         .defval = "0",
@@ -564,7 +523,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "shim were not preloaded.",
     },
     [AGG_CONF_STATS] = {
-        .id     = AGG_CONF_STATS,
         .key    = "stats",
         .env    = {"AGG_STATS", NULL},
         .defval = "0",
@@ -576,7 +534,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
     },
     /* ---- aggmgr ------------------------------------------------------- */
     [AGG_CONF_AM_TOPOLOGY] = {
-        .id     = AGG_CONF_AM_TOPOLOGY,
         .key    = "am_topology",
         .env    = {"AGG_AM_TOPOLOGY", NULL},
         .defval = "",
@@ -586,7 +543,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "the fat tree described by the am_fat_tree_* settings.",
     },
     [AGG_CONF_AM_FAT_TREE_LEAVES] = {
-        .id     = AGG_CONF_AM_FAT_TREE_LEAVES,
         .key    = "am_fat_tree_leaves",
         .env    = {"AGG_AM_FAT_TREE_LEAVES", NULL},
         .defval = "32",
@@ -598,7 +554,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "am_topology is empty).",
     },
     [AGG_CONF_AM_FAT_TREE_SPINES] = {
-        .id     = AGG_CONF_AM_FAT_TREE_SPINES,
         .key    = "am_fat_tree_spines",
         .env    = {"AGG_AM_FAT_TREE_SPINES", NULL},
         .defval = "4",
@@ -610,7 +565,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "am_topology is empty).",
     },
     [AGG_CONF_AM_FAT_TREE_HOSTS_PER_LEAF] = {
-        .id     = AGG_CONF_AM_FAT_TREE_HOSTS_PER_LEAF,
         .key    = "am_fat_tree_hosts_per_leaf",
         .env    = {"AGG_AM_FAT_TREE_HOSTS_PER_LEAF", NULL},
         .defval = "2",
@@ -622,7 +576,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "built-in fat tree.",
     },
     [AGG_CONF_AM_MAX_JOBS] = {
-        .id     = AGG_CONF_AM_MAX_JOBS,
         .key    = "am_max_jobs",
         .env    = {"AGG_AM_MAX_JOBS", NULL},
         .defval = "64",
@@ -633,7 +586,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .doc    = "Jobs the manager serves at once.",
     },
     [AGG_CONF_AM_LLT_QUOTA_PERCENT] = {
-        .id     = AGG_CONF_AM_LLT_QUOTA_PERCENT,
         .key    = "am_llt_quota_percent",
         .env    = {"AGG_AM_LLT_QUOTA_PERCENT", NULL},
         .defval = "20",
@@ -646,7 +598,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "groups a job gets when it asks for the default quota.",
     },
     [AGG_CONF_AM_SIM_TIMEOUT_MS] = {
-        .id     = AGG_CONF_AM_SIM_TIMEOUT_MS,
         .key    = "am_sim_timeout_ms",
         .env    = {"AGG_AM_SIM_TIMEOUT_MS", NULL},
         .defval = "5000",
@@ -661,7 +612,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "everyone else meanwhile.",
     },
     [AGG_CONF_AN_OSTS] = {
-        .id     = AGG_CONF_AN_OSTS,
         .key    = "an_osts",
         .env    = {"AGG_AN_OSTS", NULL},
         .defval = "1024",
@@ -674,7 +624,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "value.",
     },
     [AGG_CONF_AN_PAYLOAD_PER_OST] = {
-        .id     = AGG_CONF_AN_PAYLOAD_PER_OST,
         .key    = "an_payload_per_ost",
         .env    = {"AGG_AN_PAYLOAD_PER_OST", NULL},
         .defval = "4096",
@@ -690,7 +639,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "architecture.md).",
     },
     [AGG_CONF_AN_MAX_GROUPS] = {
-        .id     = AGG_CONF_AN_MAX_GROUPS,
         .key    = "an_max_groups",
         .env    = {"AGG_AN_MAX_GROUPS", NULL},
         .defval = "256",
@@ -703,7 +651,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "value.",
     },
     [AGG_CONF_AN_SAT_FLOWS] = {
-        .id     = AGG_CONF_AN_SAT_FLOWS,
         .key    = "an_sat_flows",
         .env    = {"AGG_AN_SAT_FLOWS", NULL},
         .defval = "2",
@@ -717,7 +664,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "by aggmgr and switchsim; give both the same value.",
     },
     [AGG_CONF_AN_BUFFER_MB] = {
-        .id     = AGG_CONF_AN_BUFFER_MB,
         .key    = "an_buffer_mb",
         .env    = {"AGG_AN_BUFFER_MB", NULL},
         .defval = "1024",
@@ -732,7 +678,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
 
     /* ---- switchsim ---------------------------------------------------- */
     [AGG_CONF_SIM_WORKERS] = {
-        .id     = AGG_CONF_SIM_WORKERS,
         .key    = "sim_workers",
         .env    = {"AGG_SIM_WORKERS", NULL},
         .defval = "0",
@@ -747,7 +692,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "processes outnumber cores.",
     },
     [AGG_CONF_SIM_DATA_ADDR] = {
-        .id     = AGG_CONF_SIM_DATA_ADDR,
         .key    = "sim_data_addr",
         .env    = {"AGG_SIM_DATA_ADDR", NULL},
         .defval = "",
@@ -760,7 +704,6 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "(am_key_file, AGG_AM_SECRET) is required.",
     },
     [AGG_CONF_SIM_SWITCHES] = {
-        .id     = AGG_CONF_SIM_SWITCHES,
         .key    = "sim_switches",
         .env    = {"AGG_SIM_SWITCHES", NULL},
         .defval = "all",

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "agg/sock.h"
+
 /* What a row accepts, in words; the tail of every "expected ..." message. */
 void agg__conf_expect(const agg_conf_row_t *row, char *buf, size_t len)
 {
@@ -154,76 +156,6 @@ static int agg__conf_parse_bool(const char *text, long long *out)
     return -1;
 }
 
-/*
- * host:port or [v6host]:port. On failure `why` says what is wrong and the
- * outputs are untouched.
- */
-static agg_status_t agg__conf_addr_parse(const char *addr, char *host, size_t hostlen,
-                                         int *port, char *why, size_t whylen)
-{
-    const char *hbeg = addr, *ptext;
-    size_t hlen, i;
-    long val = 0;
-
-    if (addr[0] == '[') {
-        const char *close = strchr(addr, ']');
-
-        if (close == NULL) {
-            snprintf(why, whylen, "missing ']' after an IPv6 address");
-            return AGG_ERR_PARSE;
-        }
-        hbeg = addr + 1;
-        hlen = (size_t)(close - hbeg);
-        if (close[1] != ':') {
-            snprintf(why, whylen, "missing ':port' after ']'");
-            return AGG_ERR_PARSE;
-        }
-        ptext = close + 2;
-    } else {
-        const char *colon = strrchr(addr, ':');
-
-        if (colon == NULL) {
-            snprintf(why, whylen, "missing ':port'");
-            return AGG_ERR_PARSE;
-        }
-        hlen = (size_t)(colon - addr);
-        if (memchr(addr, ':', hlen) != NULL) {
-            snprintf(why, whylen, "an IPv6 address needs brackets, e.g. [::1]:6126");
-            return AGG_ERR_PARSE;
-        }
-        ptext = colon + 1;
-    }
-    if (hlen == 0) {
-        snprintf(why, whylen, "empty host");
-        return AGG_ERR_PARSE;
-    }
-    for (i = 0; i < hlen; i++) {
-        if (isspace((unsigned char)hbeg[i]) || !isprint((unsigned char)hbeg[i])) {
-            snprintf(why, whylen, "the host contains a space or control character");
-            return AGG_ERR_PARSE;
-        }
-    }
-    if (ptext[0] == '\0' || strlen(ptext) > 5 ||
-        strspn(ptext, "0123456789") != strlen(ptext) ||
-        (val = strtol(ptext, NULL, 10)) > 65535) {
-        snprintf(why, whylen, "port '%.16s' is not a number in 0..65535", ptext);
-        return AGG_ERR_PARSE;
-    }
-    if (host != NULL) {
-        if (hlen >= hostlen) {
-            snprintf(why, whylen, "host longer than %zu characters",
-                     hostlen ? hostlen - 1 : 0);
-            return AGG_ERR_INVALID_PARAM;
-        }
-        memcpy(host, hbeg, hlen);
-        host[hlen] = '\0';
-    }
-    if (port != NULL) {
-        *port = (int)val;
-    }
-    return AGG_OK;
-}
-
 /* Turns text into a value for row; on failure `why` says what was expected. */
 int agg__conf_parse(const agg_conf_row_t *row, const char *text, agg_conf_value_t *val,
                     char *why, size_t whylen)
@@ -267,7 +199,7 @@ int agg__conf_parse(const agg_conf_row_t *row, const char *text, agg_conf_value_
         break;
     }
     case AGG_CONF_T_ADDR:
-        if (agg__conf_addr_parse(text, NULL, 0, NULL, detail, sizeof(detail)) != AGG_OK) {
+        if (agg_sock_addr_parse(text, NULL, 0, NULL, detail, sizeof(detail)) != AGG_OK) {
             snprintf(why, whylen, "expected %s (%s)", expect, detail);
             return -1;
         }
@@ -284,15 +216,4 @@ int agg__conf_parse(const agg_conf_row_t *row, const char *text, agg_conf_value_
     }
     val->i = i;
     return 0;
-}
-
-agg_status_t agg_conf_addr_split(const char *addr, char *host, size_t hostlen,
-                                 int *port)
-{
-    char why[128];
-
-    if (addr == NULL || host == NULL || port == NULL) {
-        return AGG_ERR_INVALID_PARAM;
-    }
-    return agg__conf_addr_parse(addr, host, hostlen, port, why, sizeof(why));
 }

@@ -167,18 +167,67 @@ static agg_status_t agg__coll_run(agg_comm_t *comm, agg_coll_type_t coll,
     return st;
 }
 
-/* Bcast and allgather move bytes: the tree carries them as UINT8 (placed or passed on). */
-static agg_status_t agg__data_spec(const agg_data_spec_t *d, agg_reduce_spec_t *spec)
+/* The three forms of every collective's entry point. */
+typedef enum agg__form {
+    AGG__FORM_RUN,   /* blocking: post and wait */
+    AGG__FORM_START, /* non-blocking (agg_i*): post */
+    AGG__FORM_INIT,  /* persistent (agg_*_init): an inactive request */
+} agg__form_t;
+
+/* The one entry of every collective, in each form. */
+static agg_status_t agg__coll(agg_comm_t *comm, agg_coll_type_t coll, agg__form_t form,
+                              const agg_reduce_spec_t *spec, agg_request_t **req)
 {
+    switch (form) {
+    case AGG__FORM_INIT:
+        return agg__coll_init(comm, coll, spec, req);
+    case AGG__FORM_START:
+        return agg__coll_start(comm, coll, spec, req);
+    default:
+        if (coll == AGG_COLL_ALLREDUCE && spec != NULL && spec->count == 0) {
+            return agg__check_spec(comm, coll, spec); /* nothing to reduce */
+        }
+        return agg__coll_run(comm, coll, spec);
+    }
+}
+
+/* Bcast and allgather move bytes: the tree carries them as UINT8 (placed or passed on). */
+static agg_status_t agg__coll_data(agg_comm_t *comm, agg_coll_type_t coll, agg__form_t form,
+                                   const agg_data_spec_t *d, agg_request_t **req)
+{
+    agg_reduce_spec_t spec;
+
     if (d == NULL) {
         return AGG_ERR_INVALID_PARAM;
     }
-    *spec = (agg_reduce_spec_t){
+    spec = (agg_reduce_spec_t){
         .sbuf = d->sbuf, .rbuf = d->rbuf, .count = d->bytes, .dtype = AGG_DTYPE_UINT8,
         .op = AGG_OP_BOR, .sbuf_mem = d->sbuf_mem, .rbuf_mem = d->rbuf_mem, .root = d->root,
     };
-    return AGG_OK;
+    return agg__coll(comm, coll, form, &spec, req);
 }
+
+/* agg_NAME, agg_iNAME and agg_NAME_init of one collective (agg.h). */
+#define AGG__COLL_ENTRIES(name, coll, spec_type, entry) \
+    agg_status_t agg_##name(agg_comm_t *comm, const spec_type *spec) \
+    { \
+        return entry(comm, coll, AGG__FORM_RUN, spec, NULL); \
+    } \
+    agg_status_t agg_i##name(agg_comm_t *comm, const spec_type *spec, agg_request_t **req) \
+    { \
+        return entry(comm, coll, AGG__FORM_START, spec, req); \
+    } \
+    agg_status_t agg_##name##_init(agg_comm_t *comm, const spec_type *spec, \
+                                   agg_request_t **req) \
+    { \
+        return entry(comm, coll, AGG__FORM_INIT, spec, req); \
+    }
+
+AGG__COLL_ENTRIES(allreduce, AGG_COLL_ALLREDUCE, agg_reduce_spec_t, agg__coll)
+AGG__COLL_ENTRIES(reduce, AGG_COLL_REDUCE, agg_reduce_spec_t, agg__coll)
+AGG__COLL_ENTRIES(reduce_scatter, AGG_COLL_REDUCE_SCATTER, agg_reduce_spec_t, agg__coll)
+AGG__COLL_ENTRIES(bcast, AGG_COLL_BCAST, agg_data_spec_t, agg__coll_data)
+AGG__COLL_ENTRIES(allgather, AGG_COLL_ALLGATHER, agg_data_spec_t, agg__coll_data)
 
 /* The group a call goes to. */
 static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp)
@@ -203,18 +252,6 @@ static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp)
                                                                                   : &comm->llt;
         return AGG_OK;
     }
-}
-
-agg_status_t agg_iallreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                            agg_request_t **req)
-{
-    return agg__coll_start(comm, AGG_COLL_ALLREDUCE, spec, req);
-}
-
-agg_status_t agg_allreduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                                agg_request_t **req)
-{
-    return agg__coll_init(comm, AGG_COLL_ALLREDUCE, spec, req);
 }
 
 static agg_status_t agg__request_post(agg_request_t *req)
@@ -250,96 +287,6 @@ agg_status_t agg_request_post(agg_request_t *req)
     st = agg__request_post(req);
     agg__comm_unlock(req->comm);
     return st;
-}
-
-agg_status_t agg_allreduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
-{
-    if (spec != NULL && spec->count == 0) {
-        return agg__check_spec(comm, AGG_COLL_ALLREDUCE, spec);
-    }
-    return agg__coll_run(comm, AGG_COLL_ALLREDUCE, spec);
-}
-
-agg_status_t agg_reduce(agg_comm_t *comm, const agg_reduce_spec_t *spec)
-{
-    return agg__coll_run(comm, AGG_COLL_REDUCE, spec);
-}
-
-agg_status_t agg_ireduce(agg_comm_t *comm, const agg_reduce_spec_t *spec, agg_request_t **req)
-{
-    return agg__coll_start(comm, AGG_COLL_REDUCE, spec, req);
-}
-
-agg_status_t agg_reduce_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                             agg_request_t **req)
-{
-    return agg__coll_init(comm, AGG_COLL_REDUCE, spec, req);
-}
-
-agg_status_t agg_reduce_scatter(agg_comm_t *comm, const agg_reduce_spec_t *spec)
-{
-    return agg__coll_run(comm, AGG_COLL_REDUCE_SCATTER, spec);
-}
-
-agg_status_t agg_ireduce_scatter(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                                 agg_request_t **req)
-{
-    return agg__coll_start(comm, AGG_COLL_REDUCE_SCATTER, spec, req);
-}
-
-agg_status_t agg_reduce_scatter_init(agg_comm_t *comm, const agg_reduce_spec_t *spec,
-                                     agg_request_t **req)
-{
-    return agg__coll_init(comm, AGG_COLL_REDUCE_SCATTER, spec, req);
-}
-
-agg_status_t agg_bcast(agg_comm_t *comm, const agg_data_spec_t *d)
-{
-    agg_reduce_spec_t spec;
-    agg_status_t st = agg__data_spec(d, &spec);
-
-    return st == AGG_OK ? agg__coll_run(comm, AGG_COLL_BCAST, &spec) : st;
-}
-
-agg_status_t agg_ibcast(agg_comm_t *comm, const agg_data_spec_t *d, agg_request_t **req)
-{
-    agg_reduce_spec_t spec;
-    agg_status_t st = agg__data_spec(d, &spec);
-
-    return st == AGG_OK ? agg__coll_start(comm, AGG_COLL_BCAST, &spec, req) : st;
-}
-
-agg_status_t agg_bcast_init(agg_comm_t *comm, const agg_data_spec_t *d, agg_request_t **req)
-{
-    agg_reduce_spec_t spec;
-    agg_status_t st = agg__data_spec(d, &spec);
-
-    return st == AGG_OK ? agg__coll_init(comm, AGG_COLL_BCAST, &spec, req) : st;
-}
-
-agg_status_t agg_allgather(agg_comm_t *comm, const agg_data_spec_t *d)
-{
-    agg_reduce_spec_t spec;
-    agg_status_t st = agg__data_spec(d, &spec);
-
-    return st == AGG_OK ? agg__coll_run(comm, AGG_COLL_ALLGATHER, &spec) : st;
-}
-
-agg_status_t agg_iallgather(agg_comm_t *comm, const agg_data_spec_t *d, agg_request_t **req)
-{
-    agg_reduce_spec_t spec;
-    agg_status_t st = agg__data_spec(d, &spec);
-
-    return st == AGG_OK ? agg__coll_start(comm, AGG_COLL_ALLGATHER, &spec, req) : st;
-}
-
-agg_status_t agg_allgather_init(agg_comm_t *comm, const agg_data_spec_t *d,
-                                agg_request_t **req)
-{
-    agg_reduce_spec_t spec;
-    agg_status_t st = agg__data_spec(d, &spec);
-
-    return st == AGG_OK ? agg__coll_init(comm, AGG_COLL_ALLGATHER, &spec, req) : st;
 }
 
 /* A barrier is one empty fragment: done when every member has sent it. */

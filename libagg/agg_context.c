@@ -41,12 +41,13 @@ const char *agg_strerror(agg_status_t status)
 
 agg_status_t agg__am_connect(agg_context_t *ctx)
 {
+    agg_am_target_t am = agg_conf_am_target(&ctx->conf);
     char err[512];
 
     if (ctx->am_fd >= 0) {
         return AGG_OK;
     }
-    if (agg_am_connect(&ctx->conf, 0, &ctx->am_fd, err, sizeof(err)) != AGG_OK) {
+    if (agg_am_connect(&am, 0, &ctx->am_fd, err, sizeof(err)) != AGG_OK) {
         agg__set_last_error("%s", err);
         ctx->am_fd = -1;
         return AGG_ERR_SESSION_INIT;

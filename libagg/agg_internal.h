@@ -7,6 +7,7 @@
 #include "agg/agg.h"
 #include "agg/auth.h"
 #include "agg/conf.h"
+#include "agg/dp.h"
 #include "agg/wire.h"
 
 struct agg__group;

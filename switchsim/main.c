@@ -73,6 +73,7 @@ int main(int argc, char **argv)
     static switchsim_t sim;
     const char *config = NULL, *am = NULL, *stats_file = NULL;
     struct sigaction sa = {0};
+    agg_am_target_t target;
     char err[512];
     int ready_fd = -1, c, rc = 1;
     int64_t reaped_ms = 0;
@@ -133,8 +134,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     /* aggmgr may still be starting: keep trying for the connect timeout */
-    if (agg_am_connect(&sim.conf, (int)agg_conf_int(&sim.conf, AGG_CONF_CONNECT_TIMEOUT_MS),
-                       &sim.am_fd, err, sizeof(err)) != AGG_OK) {
+    target = agg_conf_am_target(&sim.conf);
+    if (agg_am_connect(&target, target.timeout_ms, &sim.am_fd, err, sizeof(err)) != AGG_OK) {
         agg_error("%s", err);
         goto out;
     }

@@ -532,7 +532,7 @@ int switchsim_net_link(switchsim_t *sim, const char *addr)
     if (fd >= 0) {
         return (int)(l - net->links);
     }
-    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK) {
+    if (agg_sock_addr_parse(addr, host, sizeof(host), &port, NULL, 0) != AGG_OK) {
         agg_error("switchsim data port \"%s\" is not host:port", addr);
         return -1;
     }
@@ -1272,7 +1272,7 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     if (addr == NULL || addr[0] == '\0') {
         return AGG_OK; /* shared memory only */
     }
-    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK) {
+    if (agg_sock_addr_parse(addr, host, sizeof(host), &port, NULL, 0) != AGG_OK) {
         agg_error("sim_data_addr \"%s\" is not host:port", addr);
         return AGG_ERR_CONFIG;
     }

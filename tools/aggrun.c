@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agg/conf.h"
+#include "agg/sock.h"
 
 #define AGGRUN_START_TIMEOUT_MS 10000
 #define AGGRUN_STOP_TIMEOUT_MS  5000
@@ -146,7 +147,7 @@ static int aggrun_addr_free(const char *addr)
     char host[256];
     int port, fd, ok, one = 1;
 
-    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != 0 ||
+    if (agg_sock_addr_parse(addr, host, sizeof(host), &port, NULL, 0) != 0 ||
         inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
         return 1; /* not an IPv4 literal: let aggmgr try and report */
     }

@@ -20,6 +20,7 @@
 #include "fuzz.h"
 #include "agg/conf.h"
 #include "agg/log.h"
+#include "agg/sock.h"
 
 #define FUZZ_MAX_ENV 64
 
@@ -86,7 +87,7 @@ static void fuzz_check_conf(const agg_conf_t *conf)
             char host[256];
             int port = -1;
 
-            FUZZ_CHECK(agg_conf_addr_split(v->s, host, sizeof(host), &port) == AGG_OK);
+            FUZZ_CHECK(agg_sock_addr_parse(v->s, host, sizeof(host), &port, NULL, 0) == AGG_OK);
             FUZZ_CHECK(port >= 0 && port <= 65535);
             break;
         }
@@ -184,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char host[64];
         int port;
 
-        (void)agg_conf_addr_split(envp[i], host, sizeof(host), &port);
+        (void)agg_sock_addr_parse(envp[i], host, sizeof(host), &port, NULL, 0);
         (void)agg_conf_find_key(envp[i]);
     }
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "agg/conf.h"
+#include "agg/sock.h"
 
 #define DATA(_name) AGG_TEST_DATA "/" _name
 #define EXAMPLE(_name) AGG_TEST_DATA "/../../conf/" _name
@@ -25,13 +26,15 @@ static void assert_contains(const char *text, const char *part)
     }
 }
 
-static void test_table_ids_match_index(void **state)
+/* A setting declared in conf.h with no row in the table would be all zeros. */
+static void test_table_every_id_has_a_row(void **state)
 {
     int id;
 
     for (id = 0; id < AGG_CONF__COUNT; id++) {
-        assert_int_equal(agg_conf_table[id].id, id);
         assert_non_null(agg_conf_table[id].key);
+        assert_int_equal(agg_conf_row_id(&agg_conf_table[id]), id);
+        assert_ptr_equal(agg_conf_find_key(agg_conf_table[id].key), &agg_conf_table[id]);
     }
 }
 
@@ -197,33 +200,33 @@ static void test_addr(void **state)
     char host[64];
     int port = -1;
 
-    assert_int_equal(agg_conf_addr_split("127.0.0.1:6126", host, sizeof(host), &port), AGG_OK);
+    assert_int_equal(agg_sock_addr_parse("127.0.0.1:6126", host, sizeof(host), &port, NULL, 0), AGG_OK);
     assert_string_equal(host, "127.0.0.1");
     assert_int_equal(port, 6126);
-    assert_int_equal(agg_conf_addr_split("node-17.cluster:0", host, sizeof(host), &port),
+    assert_int_equal(agg_sock_addr_parse("node-17.cluster:0", host, sizeof(host), &port, NULL, 0),
                      AGG_OK);
     assert_string_equal(host, "node-17.cluster");
     assert_int_equal(port, 0);
-    assert_int_equal(agg_conf_addr_split("[::1]:65535", host, sizeof(host), &port), AGG_OK);
+    assert_int_equal(agg_sock_addr_parse("[::1]:65535", host, sizeof(host), &port, NULL, 0), AGG_OK);
     assert_string_equal(host, "::1");
     assert_int_equal(port, 65535);
 
     /* outputs stay as they were on failure */
     port = 42;
     strcpy(host, "unchanged");
-    assert_int_equal(agg_conf_addr_split("host", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split(":80", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("host:", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("host:65536", host, sizeof(host), &port),
+    assert_int_equal(agg_sock_addr_parse("host", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse(":80", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse("host:", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse("host:65536", host, sizeof(host), &port, NULL, 0),
                      AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("host:-1", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("host:80x", host, sizeof(host), &port),
+    assert_int_equal(agg_sock_addr_parse("host:-1", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse("host:80x", host, sizeof(host), &port, NULL, 0),
                      AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("::1:80", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("[::1:80", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("[]:80", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("a b:80", host, sizeof(host), &port), AGG_ERR_PARSE);
-    assert_int_equal(agg_conf_addr_split("longhostname:80", host, 4, &port),
+    assert_int_equal(agg_sock_addr_parse("::1:80", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse("[::1:80", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse("[]:80", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse("a b:80", host, sizeof(host), &port, NULL, 0), AGG_ERR_PARSE);
+    assert_int_equal(agg_sock_addr_parse("longhostname:80", host, 4, &port, NULL, 0),
                      AGG_ERR_INVALID_PARAM);
     assert_int_equal(port, 42);
     assert_string_equal(host, "unchanged");
@@ -578,7 +581,7 @@ static void test_set_invalid_id(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_ids_match_index),
+        cmocka_unit_test(test_table_every_id_has_a_row),
         cmocka_unit_test(test_table_rows_well_formed),
         cmocka_unit_test(test_defaults_round_trip),
         cmocka_unit_test(test_int_parsing),

@@ -1,5 +1,5 @@
 /*
- * The aggregation-node engine (common/agg_dp_*.c) in one process: segment
+ * The aggregation-node engine (dp/agg_dp_*.c) in one process: segment
  * layout and its checks, a node combining its children, multi-level trees,
  * duplicates, mismatches, forwards that find the parent busy, reproducible
  * order under shuffled arrivals, float16 combined in float32, and the SAT

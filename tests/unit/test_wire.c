@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "agg/dp.h"
 #include "agg/sock.h"
 #include "agg/status.h"
 #include "agg/net.h"

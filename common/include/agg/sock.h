@@ -14,6 +14,16 @@
 /* Listens on host:port (port 0 picks one); *bound_port gets the real port. */
 agg_status_t agg_sock_listen(const char *host, int port, int *fd, int *bound_port);
 
+/*
+ * Splits "host:port" or "[v6addr]:port" into host (NUL-terminated, without
+ * brackets) and port; host or port NULL: only checks. Returns AGG_ERR_PARSE
+ * for a malformed address, AGG_ERR_INVALID_PARAM when host does not fit in
+ * hostlen, with `why` (may be NULL) saying what is wrong; outputs are written
+ * only on success.
+ */
+agg_status_t agg_sock_addr_parse(const char *addr, char *host, size_t hostlen, int *port,
+                                 char *why, size_t whylen);
+
 /* Connects to host:port within timeout_ms. */
 agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *fd);
 

@@ -10,8 +10,8 @@
  * Variable parts follow a fixed part and are counted in it; a receiver checks
  * every count against the body length before it reads an element.
  *
- * The data path is shared memory on one host, laid out in agg/dp.h
- * (included at the end): segments created by switchsim, in host byte order.
+ * The data path is shared memory on one host, laid out in agg/dp.h (the
+ * engine, dp/): segments created by switchsim, in host byte order.
  * Members learn where to attach from the endpoints in GROUP_CREATE_REPLY.
  *
  * tests/unit/test_wire.c pins every size and offset.
@@ -307,8 +307,11 @@ typedef struct agg_msg_stats_reply {
     uint32_t workers;            /* reduction threads */
 } agg_msg_stats_reply_t;
 
-/* The shared-memory part of the wire format, and the engine on it. */
-#include "agg/dp.h"
+/* Which tree a group lives on. The values travel on the wire. */
+typedef enum agg_tree_type {
+    AGG_TREE_LLT = 0, /* low latency: small fragments, payload per OST */
+    AGG_TREE_SAT = 1, /* streaming: large chunks, needs the SAT lock */
+} agg_tree_type_t;
 
 /* ---- encoding -------------------------------------------------------- */
 

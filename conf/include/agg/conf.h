@@ -7,6 +7,7 @@
 #define AGG_CONF_H
 
 #include <stdio.h>
+#include "agg/am.h"
 #include "agg/status.h"
 
 typedef enum agg_conf_id {
@@ -97,8 +98,7 @@ enum {
     AGG_CONF_F_ZERO_OK    = 1u << 1, /* 0 ("default") allowed outside [min, max] */
 };
 
-typedef struct agg_conf_row {
-    agg_conf_id_t   id;
+typedef struct agg_conf_row { /* agg_conf_table[id]: its id is its index */
     const char     *key;        /* name in libconfig files, e.g. "log_level" */
     const char     *env[3];     /* environment names, NULL-terminated */
     const char     *defval;     /* default, as a string */
@@ -111,6 +111,11 @@ typedef struct agg_conf_row {
 } agg_conf_row_t;
 
 extern const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT];
+
+static inline agg_conf_id_t agg_conf_row_id(const agg_conf_row_t *row)
+{
+    return (agg_conf_id_t)(row - agg_conf_table);
+}
 
 typedef enum agg_conf_source {
     AGG_CONF_SRC_DEFAULT,
@@ -193,14 +198,8 @@ int agg_conf_check_env(char *const *envp, void (*warn)(const char *msg, void *ar
  */
 void agg_conf_dump(const agg_conf_t *conf, unsigned scope_mask, FILE *out);
 
-/*
- * Connects to the aggregation manager at the am_addr setting within the
- * connect timeout; with retry_ms > 0 keeps trying that long (the manager may
- * still be starting). On failure returns AGG_ERR_SESSION_INIT and writes
- * into err what was tried and what to check.
- */
-agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char *err,
-                            size_t errlen);
+/* Where the settings say the aggregation manager is (agg/am.h). */
+agg_am_target_t agg_conf_am_target(const agg_conf_t *conf);
 
 /*
  * Writes an example libconfig file: `header` (comment lines), then every
@@ -208,14 +207,5 @@ agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char 
  * conf/aggmgr.conf and conf/libagg.conf are written by this (agg_info -e).
  */
 void agg_conf_write_example(unsigned scope_mask, const char *header, FILE *out);
-
-/*
- * Splits an AGG_CONF_T_ADDR value ("host:port" or "[v6addr]:port") into host
- * (NUL-terminated, without brackets) and port. Returns AGG_ERR_PARSE for a
- * malformed address, AGG_ERR_INVALID_PARAM when host does not fit in hostlen;
- * outputs are written only on success.
- */
-agg_status_t agg_conf_addr_split(const char *addr, char *host, size_t hostlen,
-                                 int *port);
 
 #endif

@@ -6,7 +6,7 @@
 # both runs side by side. Each run waits until the CPUs are idle first, since
 # other jobs on a small shared machine move every figure.
 #
-#   tools/bench_host.sh [BUILD_DIR] [agg_host_bench options...]
+#   bench/bench_host.sh [BUILD_DIR] [agg_host_bench options...]
 #
 # BENCH_NPS overrides the rank counts ("2 4"); BENCH_IDLE the idle share
 # (percent) to wait for (90; 0 = do not wait).

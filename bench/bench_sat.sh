@@ -7,7 +7,7 @@
 # two paths alternating, median shown, host/offload time ratio per size at
 # the end.
 #
-#   tools/bench_sat.sh [BUILD_DIR] [ROUNDS] [agg_allreduce_perf options...]
+#   bench/bench_sat.sh [BUILD_DIR] [ROUNDS] [agg_allreduce_perf options...]
 #
 # BENCH_NP overrides the rank count (2).
 set -euo pipefail

@@ -1,6 +1,6 @@
 /*
- * The aggregation-node engine's parts for SAT (common/agg_dp_sat.c), shared
- * with the core (common/agg_dp_node.c): the SAT lock taken and given back
+ * The aggregation-node engine's parts for SAT (dp/agg_dp_sat.c), shared
+ * with the core (dp/agg_dp_node.c): the SAT lock taken and given back
  * on a segment's switches, and zero-copy chunks read from and written to a
  * member's own memory (process_vm_readv/writev).
  */

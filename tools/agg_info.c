@@ -76,8 +76,9 @@ static unsigned agg__info_parse_scope(const char *arg)
 /* -S: HELLO to the manager, then STATS (answered by its switchsim). */
 static int agg__info_stats(const agg_conf_t *conf)
 {
-    const char *addr = agg_conf_str(conf, AGG_CONF_AM_ADDR);
-    int timeout = (int)agg_conf_int(conf, AGG_CONF_CONNECT_TIMEOUT_MS);
+    agg_am_target_t am = agg_conf_am_target(conf);
+    const char *addr = am.addr;
+    int timeout = am.timeout_ms;
     agg_msg_hello_t hello = {.kind = AGG_PEER_TOOL, .pid = (uint32_t)getpid()};
     agg_msg_hello_reply_t hrep;
     agg_msg_stats_reply_t srep;
@@ -85,7 +86,7 @@ static int agg__info_stats(const agg_conf_t *conf)
     size_t len;
     int fd, rc = 1;
 
-    if (agg_am_connect(conf, 0, &fd, err, sizeof(err)) != AGG_OK) {
+    if (agg_am_connect(&am, 0, &fd, err, sizeof(err)) != AGG_OK) {
         fprintf(stderr, "agg_info: %s\n", err);
         return 1;
     }

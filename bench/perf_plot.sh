@@ -8,7 +8,7 @@
 #   2 ranks: allreduce, reduce, bcast, barrier -> docs/perf_np2.txt, docs/perf_np2.png
 #   4 ranks: allreduce (oversubscribed here)   -> docs/perf_np4.txt, docs/perf_np4.png
 #
-#   tools/perf_plot.sh [BUILD_DIR] [agg_perf options...]
+#   bench/perf_plot.sh [BUILD_DIR] [agg_perf options...]
 #
 # BUILD_DIR defaults to ./build; anything after it goes to agg_perf (e.g.
 # -R 5 -d double). PERF_NP2_COLLS overrides the 2-rank collectives,

@@ -1,20 +1,20 @@
 /*
- * The one way every program reaches the aggregation manager: the address
- * from the settings, a bounded wait, and a message that says what to check.
+ * The one way every program reaches the aggregation manager: its address, a
+ * bounded wait, the shared secret off loopback, and a message that says what
+ * to check.
  */
-#include "agg/conf.h"
+#include "agg/am.h"
 
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "agg/auth.h"
-
 #include "agg/sock.h"
 
 /* Off loopback aggmgr asks for the shared secret before anything else. */
-static agg_status_t agg__am_prove(const agg_conf_t *conf, const char *addr, int sock,
-                                  int timeout, int *fd, char *err, size_t errlen)
+static agg_status_t agg__am_prove(const agg_am_target_t *t, int sock, int *fd, char *err,
+                                  size_t errlen)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
@@ -26,13 +26,13 @@ static agg_status_t agg__am_prove(const agg_conf_t *conf, const char *addr, int 
         agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
         return AGG_OK;
     }
-    st = agg_auth_load(&auth, agg_conf_str(conf, AGG_CONF_AM_KEY_FILE), why, sizeof(why));
+    st = agg_auth_load(&auth, t->key_file, why, sizeof(why));
     if (st == AGG_OK) {
-        st = agg_auth_client(sock, &auth, timeout, why, sizeof(why));
+        st = agg_auth_client(sock, &auth, t->timeout_ms, why, sizeof(why));
     }
     memset(&auth, 0, sizeof(auth));
     if (st != AGG_OK) {
-        agg_errf(err, errlen, "aggregation manager at %s: %s", addr, why);
+        agg_errf(err, errlen, "aggregation manager at %s: %s", t->addr, why);
         close(sock);
         *fd = -1;
         return AGG_ERR_AUTH;
@@ -40,25 +40,24 @@ static agg_status_t agg__am_prove(const agg_conf_t *conf, const char *addr, int 
     return AGG_OK;
 }
 
-agg_status_t agg_am_connect(const agg_conf_t *conf, int retry_ms, int *fd, char *err,
+agg_status_t agg_am_connect(const agg_am_target_t *t, int retry_ms, int *fd, char *err,
                             size_t errlen)
 {
-    const char *addr = agg_conf_str(conf, AGG_CONF_AM_ADDR);
-    int timeout = (int)agg_conf_int(conf, AGG_CONF_CONNECT_TIMEOUT_MS);
+    const char *addr = t->addr;
     int64_t deadline = agg_time_ms() + retry_ms;
     char host[256];
     int port;
     agg_status_t st;
 
-    if (agg_conf_addr_split(addr, host, sizeof(host), &port) != AGG_OK) {
+    if (agg_sock_addr_parse(addr, host, sizeof(host), &port, NULL, 0) != AGG_OK) {
         agg_errf(err, errlen, "bad aggregation manager address '%s'; set AGG_AM_ADDR=host:port",
                  addr);
         return AGG_ERR_SESSION_INIT;
     }
     for (;;) {
-        st = agg_sock_connect(host, port, timeout, fd);
+        st = agg_sock_connect(host, port, t->timeout_ms, fd);
         if (st == AGG_OK) {
-            return agg__am_prove(conf, addr, *fd, timeout, fd, err, errlen);
+            return agg__am_prove(t, *fd, fd, err, errlen);
         }
         if (agg_time_ms() >= deadline) {
             break;

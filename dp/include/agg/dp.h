@@ -45,18 +45,13 @@
 
 #include "agg/seq.h"
 #include "agg/status.h"
+#include "agg/wire.h"
 
 #define AGG_DP_MAGIC      0x50444741u /* "AGDP" */
 #define AGG_DP_HOST_MAGIC 0x54534841u /* "AHST" */
 #define AGG_DP_VERSION    6
 #define AGG_DP_LINE       64
 #define AGG_DP_NAME_LEN   64
-
-/* Which tree a group lives on. The values travel on the wire. */
-typedef enum agg_tree_type {
-    AGG_TREE_LLT = 0, /* low latency: small fragments, payload per OST */
-    AGG_TREE_SAT = 1, /* streaming: large chunks, needs the SAT lock */
-} agg_tree_type_t;
 
 /* What a fragment asks of the tree. */
 typedef enum agg_dp_kind {
