@@ -85,20 +85,20 @@ static void agg__dp_reset(agg_dp_seg_t *s, const agg_dp_node_t *node, agg_dp_slo
  */
 static void agg__dp_place(agg_dp_slot_t *slot, const agg_dp_contrib_t *c, int first)
 {
-    size_t esize = agg_dtype_size(c->dtype);
+    size_t esize = agg_dtype_size(c->desc.dtype);
     uint8_t *acc = agg_dp_acc(slot);
 
-    if (first && (c->in_acc || (c->off == 0 && c->len == c->count))) {
-        memcpy(acc, c->data, (size_t)c->count * esize);
+    if (first && (c->in_acc || (c->off == 0 && c->len == c->desc.count))) {
+        memcpy(acc, c->data, (size_t)c->desc.count * esize);
         return;
     }
     if (first) {
-        memset(acc, 0, (size_t)c->count * esize);
+        memset(acc, 0, (size_t)c->desc.count * esize);
     }
     if (c->in_acc) {
-        agg_reduce_fn(c->dtype, AGG_OP_BOR)(acc, c->data, c->count);
+        agg_reduce_fn(c->desc.dtype, AGG_OP_BOR)(acc, c->data, c->desc.count);
     } else {
-        agg_reduce_fn(c->dtype, AGG_OP_BOR)(acc + (size_t)c->off * esize, c->data, c->len);
+        agg_reduce_fn(c->desc.dtype, AGG_OP_BOR)(acc + (size_t)c->off * esize, c->data, c->len);
     }
 }
 
@@ -111,14 +111,14 @@ static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t 
                                     agg_dp_driver_t *drv)
 {
     void *acc = agg_dp_acc(slot);
-    int accdt = agg_dtype_acc(c->dtype);
+    int accdt = agg_dtype_acc(c->desc.dtype);
     int first = !(slot->flags & AGG_DP_SLOT_FILLED);
 
     if (c->empty) {
         return AGG_OK;
     }
     slot->flags |= AGG_DP_SLOT_FILLED;
-    if (c->coll == AGG_DP_COLL_ALLGATHER) {
+    if (c->desc.coll == AGG_DP_COLL_ALLGATHER) {
         agg__dp_place(slot, c, first);
         return AGG_OK;
     }
@@ -130,14 +130,14 @@ static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t 
     }
     if (c->in_acc) {
         if (first) {
-            memcpy(acc, c->data, (size_t)c->count * agg_dtype_size(accdt));
+            memcpy(acc, c->data, (size_t)c->desc.count * agg_dtype_size(accdt));
         } else {
-            agg_reduce_fn(accdt, c->op)(acc, c->data, c->count);
+            agg_reduce_fn(accdt, c->desc.op)(acc, c->data, c->desc.count);
         }
     } else if (first) {
-        agg_widen_fn(c->dtype)(acc, c->data, c->count);
+        agg_widen_fn(c->desc.dtype)(acc, c->data, c->desc.count);
     } else {
-        agg_reduce_acc_fn(c->dtype, c->op)(acc, c->data, c->count);
+        agg_reduce_acc_fn(c->desc.dtype, c->desc.op)(acc, c->data, c->desc.count);
     }
     return AGG_OK;
 }
@@ -145,21 +145,21 @@ static agg_status_t agg__dp_combine(agg_dp_slot_t *slot, const agg_dp_contrib_t 
 /* Is a contribution something this segment's nodes can take at all? */
 static int agg__dp_valid(const agg_dp_seg_t *s, const agg_dp_contrib_t *c)
 {
-    if (c->kind >= AGG_DP_KIND__COUNT || c->coll >= AGG_DP_COLL__COUNT ||
-        (c->kind != AGG_DP_KIND_DATA && s->tree != AGG_TREE_SAT)) {
+    if (c->desc.kind >= AGG_DP_KIND__COUNT || c->desc.coll >= AGG_DP_COLL__COUNT ||
+        (c->desc.kind != AGG_DP_KIND_DATA && s->tree != AGG_TREE_SAT)) {
         return 0; /* only a SAT group has a lock to ask for */
     }
-    if (c->kind != AGG_DP_KIND_DATA || c->count == 0 || c->status != AGG_OK) {
+    if (c->desc.kind != AGG_DP_KIND_DATA || c->desc.count == 0 || c->status != AGG_OK) {
         return 1;
     }
-    if (c->coll == AGG_DP_COLL_ALLGATHER &&
-        (agg_dtype_acc(c->dtype) != c->dtype ||
-         agg_reduce_fn(c->dtype, AGG_OP_BOR) == NULL || (c->data == NULL && !c->empty) ||
-         (!c->in_acc && !c->empty && (uint64_t)c->off + c->len > c->count))) {
+    if (c->desc.coll == AGG_DP_COLL_ALLGATHER &&
+        (agg_dtype_acc(c->desc.dtype) != c->desc.dtype ||
+         agg_reduce_fn(c->desc.dtype, AGG_OP_BOR) == NULL || (c->data == NULL && !c->empty) ||
+         (!c->in_acc && !c->empty && (uint64_t)c->off + c->len > c->desc.count))) {
         return 0; /* parts are placed by OR: integer types, in memory here */
     }
-    return agg_reduce_acc_fn(c->dtype, c->op) != NULL &&
-           (uint64_t)c->count * agg_dtype_size(c->dtype) <= s->payload;
+    return agg_reduce_acc_fn(c->desc.dtype, c->desc.op) != NULL &&
+           (uint64_t)c->desc.count * agg_dtype_size(c->desc.dtype) <= s->payload;
 }
 
 /* ---- completing a node -------------------------------------------------- */
@@ -169,13 +169,7 @@ static agg_status_t agg__dp_forward(agg_dp_view_t *v, const agg_dp_node_t *node,
 {
     agg_dp_contrib_t c = {
         .n      = slot->cur,
-        .count  = slot->count,
-        .op     = slot->op,
-        .dtype  = slot->dtype,
-        .kind   = slot->kind,
-        .coll   = slot->coll,
-        .root   = slot->root,
-        .total  = slot->total,
+        .desc   = slot->desc,
         .empty  = !(slot->flags & AGG_DP_SLOT_FILLED),
         .status = slot->status,
         .data   = agg_dp_acc(slot),
@@ -208,7 +202,7 @@ static agg_status_t agg__dp_forward(agg_dp_view_t *v, const agg_dp_node_t *node,
 static agg_status_t agg__dp_deliver_down(agg_dp_view_t *v, const agg_dp_node_t *node,
                                          agg_dp_slot_t *slot)
 {
-    size_t bytes = (size_t)slot->count * agg_dtype_acc_size(slot->dtype);
+    size_t bytes = (size_t)slot->desc.count * agg_dtype_acc_size(slot->desc.dtype);
     uint32_t i;
 
     for (i = 0; i < node->num_down; ++i) {
@@ -232,21 +226,15 @@ static agg_status_t agg__dp_deliver_down(agg_dp_view_t *v, const agg_dp_node_t *
         peer = v->peers[node->down_first + i];
         dst  = agg_dp_slot(peer->seg, agg_dp_node(peer->seg, port->node), slot->cur);
 
-        if (slot->status == AGG_OK && slot->kind == AGG_DP_KIND_DATA) {
+        if (slot->status == AGG_OK && slot->desc.kind == AGG_DP_KIND_DATA) {
             memcpy(agg_dp_acc(dst), agg_dp_acc(slot), bytes);
         }
         /* a refused lock: the child segment gives back what it took on the way up */
-        if (slot->kind == AGG_DP_KIND_LOCK && slot->status != AGG_OK) {
+        if (slot->desc.kind == AGG_DP_KIND_LOCK && slot->status != AGG_OK) {
             agg__dp_unlock_sat(peer);
         }
         dst->status = slot->status;
-        dst->count  = slot->count;
-        dst->op     = slot->op;
-        dst->dtype  = slot->dtype;
-        dst->kind   = slot->kind;
-        dst->coll   = slot->coll;
-        dst->root   = slot->root;
-        dst->total  = slot->total;
+        dst->desc   = slot->desc;
         __atomic_store_n(&dst->done, slot->cur, __ATOMIC_SEQ_CST);
         agg_dp_wake_members(peer->seg);
     }
@@ -258,10 +246,9 @@ agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const 
     agg_dp_seg_t *s = v->seg;
     const agg_dp_node_t *top = agg_dp_node(s, 0);
     agg_dp_slot_t *dst = agg_dp_slot(s, top, hdr->cur);
-    size_t bytes = (size_t)hdr->count * agg_dtype_acc_size(hdr->dtype);
+    size_t bytes = (size_t)hdr->desc.count * agg_dtype_acc_size(hdr->desc.dtype);
 
-    if (top->up == AGG_DP_UP_ROOT || hdr->count * (uint64_t)agg_dtype_acc_size(hdr->dtype) >
-                                         (uint64_t)s->payload * AGG_DP_ACC_FACTOR) {
+    if (top->up == AGG_DP_UP_ROOT || bytes > (uint64_t)s->payload * AGG_DP_ACC_FACTOR) {
         return AGG_ERR_BAD_FRAGMENT; /* the top of the tree gets no result from above */
     }
     /*
@@ -285,20 +272,14 @@ agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const 
         __atomic_store_n(&dst->state, 0, __ATOMIC_RELEASE);
         return AGG_ERR_BAD_FRAGMENT;
     }
-    if (hdr->status == AGG_OK && hdr->kind == AGG_DP_KIND_DATA && bytes > 0) {
+    if (hdr->status == AGG_OK && hdr->desc.kind == AGG_DP_KIND_DATA && bytes > 0) {
         memcpy(agg_dp_acc(dst), acc, bytes);
     }
-    if (hdr->kind == AGG_DP_KIND_LOCK && hdr->status != AGG_OK) {
+    if (hdr->desc.kind == AGG_DP_KIND_LOCK && hdr->status != AGG_OK) {
         agg__dp_unlock_sat(v); /* a refused lock: give back what this part took */
     }
     dst->status = hdr->status;
-    dst->count  = hdr->count;
-    dst->op     = hdr->op;
-    dst->dtype  = hdr->dtype;
-    dst->kind   = hdr->kind;
-    dst->coll   = hdr->coll;
-    dst->root   = hdr->root;
-    dst->total  = hdr->total;
+    dst->desc   = hdr->desc;
     dst->cur    = hdr->cur;
     if (top->num_down > 0) {
         agg__dp_deliver_down(v, top, dst);
@@ -315,7 +296,7 @@ static agg_status_t agg__dp_publish(agg_dp_view_t *v, const agg_dp_node_t *node,
 {
     if (!(slot->flags & AGG_DP_SLOT_PENDING)) {
         agg__dp_lock_step(v, slot, drv);
-        if (slot->status == AGG_OK && slot->kind == AGG_DP_KIND_DATA &&
+        if (slot->status == AGG_OK && slot->desc.kind == AGG_DP_KIND_DATA &&
             v->seg->tree == AGG_TREE_SAT) {
             agg_status_t st = agg__dp_deliver_cma(v, slot, drv);
 
@@ -414,18 +395,10 @@ static agg_status_t agg__dp_take(agg_dp_view_t *v, const agg_dp_node_t *node,
     first = pushed == 0;
     if (first) {
         slot->cur    = c->n;
-        slot->count  = c->count;
-        slot->op     = c->op;
-        slot->dtype  = c->dtype;
-        slot->kind   = c->kind;
-        slot->coll   = c->coll;
-        slot->root   = c->root;
-        slot->total  = c->total;
+        slot->desc   = c->desc;
         slot->status = AGG_OK;
         slot->flags  = 0;
-    } else if (slot->cur != c->n || slot->count != c->count || slot->op != c->op ||
-               slot->dtype != c->dtype || slot->kind != c->kind || slot->coll != c->coll ||
-               slot->root != c->root || slot->total != c->total) {
+    } else if (slot->cur != c->n || !agg_frag_desc_same(&slot->desc, &c->desc)) {
         if (slot->status == AGG_OK) {
             slot->status = AGG_ERR_DATA_MISMATCH;
             agg_dp_count(&drv->ctr->errors, 1);
@@ -437,7 +410,7 @@ static agg_status_t agg__dp_take(agg_dp_view_t *v, const agg_dp_node_t *node,
         slot->status = AGG_ERR_BAD_FRAGMENT;
         agg_dp_count(&drv->ctr->errors, 1);
     }
-    if (slot->status == AGG_OK && c->kind == AGG_DP_KIND_DATA && c->count > 0) {
+    if (slot->status == AGG_OK && c->desc.kind == AGG_DP_KIND_DATA && c->desc.count > 0) {
         agg_status_t rc;
 
         reduced = (slot->flags & AGG_DP_SLOT_FILLED) && !c->empty;
@@ -490,9 +463,9 @@ void *agg_dp_claim(agg_dp_view_t *v, uint32_t node_idx, const agg_dp_contrib_t *
     agg_dp_slot_t *slot = agg_dp_slot(s, node, c->n);
     uint32_t st = 0;
 
-    if (node->expected != 1 || c->kind != AGG_DP_KIND_DATA || c->status != AGG_OK ||
-        c->empty || c->in_acc || c->coll == AGG_DP_COLL_ALLGATHER || c->count == 0 ||
-        agg_dtype_acc(c->dtype) != c->dtype || !agg__dp_valid(s, c) ||
+    if (node->expected != 1 || c->desc.kind != AGG_DP_KIND_DATA || c->status != AGG_OK ||
+        c->empty || c->in_acc || c->desc.coll == AGG_DP_COLL_ALLGATHER || c->desc.count == 0 ||
+        agg_dtype_acc(c->desc.dtype) != c->desc.dtype || !agg__dp_valid(s, c) ||
         !__atomic_compare_exchange_n(&slot->state, &st, AGG_DP_SLOT_LOCKED, 0,
                                      __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
         return NULL;
@@ -589,9 +562,7 @@ unsigned agg_dp_scan(agg_dp_view_t *v, uint32_t m, agg_dp_driver_t *drv)
         if (__atomic_load_n(&f->n, __ATOMIC_ACQUIRE) != n) {
             break;
         }
-        c = (agg_dp_contrib_t){.n = n, .count = f->count, .op = f->op, .dtype = f->dtype,
-                               .kind = f->kind, .coll = f->coll, .root = f->root,
-                               .total = f->total,
+        c = (agg_dp_contrib_t){.n = n, .desc = f->desc,
                                .empty = (f->flags & AGG_DP_FRAG_EMPTY) != 0, .off = f->off,
                                .len = f->len, .status = AGG_OK};
         if (f->flags & AGG_DP_FRAG_FAILED) {
@@ -617,11 +588,11 @@ void agg_dp_count_in(agg_dp_driver_t *drv, uint8_t tree, const agg_dp_contrib_t 
 {
     uint64_t bytes;
 
-    if (c->kind != AGG_DP_KIND_DATA) {
+    if (c->desc.kind != AGG_DP_KIND_DATA) {
         return; /* SAT lock requests are control, not data */
     }
-    bytes = c->empty ? 0 : (uint64_t)(c->coll == AGG_DP_COLL_ALLGATHER && !c->in_acc ?
-                                      c->len : c->count) * agg_dtype_size(c->dtype);
+    bytes = c->empty ? 0 : (uint64_t)(c->desc.coll == AGG_DP_COLL_ALLGATHER && !c->in_acc ?
+                                      c->len : c->desc.count) * agg_dtype_size(c->desc.dtype);
     if (tree == AGG_TREE_SAT) {
         agg_dp_count(&drv->ctr->sat_chunks_in, 1);
         agg_dp_count(&drv->ctr->sat_bytes_in, bytes);
@@ -633,16 +604,16 @@ void agg_dp_count_in(agg_dp_driver_t *drv, uint8_t tree, const agg_dp_contrib_t 
 
 void agg_dp_copy_out(const agg_dp_slot_t *slot, void *dst)
 {
-    agg_dp_copy_out_part(slot, 0, slot->count, dst);
+    agg_dp_copy_out_part(slot, 0, slot->desc.count, dst);
 }
 
 void agg_dp_copy_out_part(const agg_dp_slot_t *slot, uint32_t off, uint32_t len, void *dst)
 {
-    size_t asize = agg_dtype_acc_size(slot->dtype);
+    size_t asize = agg_dtype_acc_size(slot->desc.dtype);
 
-    if (slot->kind == AGG_DP_KIND_DATA && len > 0 && slot->status == AGG_OK &&
-        (uint64_t)off + len <= slot->count) {
-        agg_narrow_fn(slot->dtype)(dst, (uint8_t *)agg_dp_acc((agg_dp_slot_t *)slot) +
+    if (slot->desc.kind == AGG_DP_KIND_DATA && len > 0 && slot->status == AGG_OK &&
+        (uint64_t)off + len <= slot->desc.count) {
+        agg_narrow_fn(slot->desc.dtype)(dst, (uint8_t *)agg_dp_acc((agg_dp_slot_t *)slot) +
                                    (size_t)off * asize, len);
     }
 }

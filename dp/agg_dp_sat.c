@@ -55,33 +55,34 @@ static agg_status_t agg__dp_cma_write(uint32_t pid, uint64_t raddr, const void *
 agg_status_t agg__dp_combine_remote(void *acc, const agg_dp_contrib_t *c, int first,
                                     agg_dp_driver_t *drv)
 {
-    size_t esize = agg_dtype_size(c->dtype), asize = agg_dtype_acc_size(c->dtype);
+    size_t esize = agg_dtype_size(c->desc.dtype), asize = agg_dtype_acc_size(c->desc.dtype);
     size_t per, done = 0, k;
     agg_status_t st;
 
     if (first && esize == asize) {
-        st = agg__dp_cma_read(c->pid, c->raddr, acc, (size_t)c->count * esize);
-        agg_dp_count(&drv->ctr->zcopy_bytes, st == AGG_OK ? (uint64_t)c->count * esize : 0);
+        st = agg__dp_cma_read(c->pid, c->raddr, acc, (size_t)c->desc.count * esize);
+        agg_dp_count(&drv->ctr->zcopy_bytes, st == AGG_OK ? (uint64_t)c->desc.count * esize : 0);
         return st;
     }
     per = drv->scratch_size / esize;
     if (drv->scratch == NULL || per == 0) {
         return AGG_ERR_NO_MEMORY;
     }
-    while (done < c->count) {
-        k  = c->count - done < per ? c->count - done : per;
+    while (done < c->desc.count) {
+        k  = c->desc.count - done < per ? c->desc.count - done : per;
         st = agg__dp_cma_read(c->pid, c->raddr + done * esize, drv->scratch, k * esize);
         if (st != AGG_OK) {
             return st;
         }
         if (first) {
-            agg_widen_fn(c->dtype)((uint8_t *)acc + done * asize, drv->scratch, k);
+            agg_widen_fn(c->desc.dtype)((uint8_t *)acc + done * asize, drv->scratch, k);
         } else {
-            agg_reduce_acc_fn(c->dtype, c->op)((uint8_t *)acc + done * asize, drv->scratch, k);
+            agg_reduce_acc_fn(c->desc.dtype, c->desc.op)((uint8_t *)acc + done * asize,
+                                                         drv->scratch, k);
         }
         done += k;
     }
-    agg_dp_count(&drv->ctr->zcopy_bytes, (uint64_t)c->count * esize);
+    agg_dp_count(&drv->ctr->zcopy_bytes, (uint64_t)c->desc.count * esize);
     return AGG_OK;
 }
 
@@ -139,9 +140,9 @@ void agg__dp_lock_step(agg_dp_view_t *v, agg_dp_slot_t *slot, agg_dp_driver_t *d
     if (slot->status != AGG_OK) {
         return;
     }
-    if (slot->kind == AGG_DP_KIND_LOCK) {
+    if (slot->desc.kind == AGG_DP_KIND_LOCK) {
         slot->status = agg__dp_lock(v, drv);
-    } else if (slot->kind == AGG_DP_KIND_UNLOCK) {
+    } else if (slot->desc.kind == AGG_DP_KIND_UNLOCK) {
         agg__dp_unlock_sat(v);
     }
 }
@@ -156,7 +157,7 @@ agg_status_t agg__dp_deliver_cma(agg_dp_view_t *v, agg_dp_slot_t *slot,
                                  agg_dp_driver_t *drv)
 {
     agg_dp_seg_t *s = v->seg;
-    size_t esize = agg_dtype_size(slot->dtype), asize = agg_dtype_acc_size(slot->dtype);
+    size_t esize = agg_dtype_size(slot->desc.dtype), asize = agg_dtype_acc_size(slot->desc.dtype);
     size_t per, done, k;
     const uint8_t *acc = agg_dp_acc(slot);
     agg_status_t st;
@@ -170,13 +171,13 @@ agg_status_t agg__dp_deliver_cma(agg_dp_view_t *v, agg_dp_slot_t *slot,
             continue;
         }
         if (esize == asize) {
-            st = agg__dp_cma_write(f->pid, f->dst, acc, (size_t)slot->count * esize);
+            st = agg__dp_cma_write(f->pid, f->dst, acc, (size_t)slot->desc.count * esize);
         } else {
             per = drv->scratch_size / esize;
             st  = per == 0 ? AGG_ERR_NO_MEMORY : AGG_OK;
-            for (done = 0; st == AGG_OK && done < slot->count; done += k) {
-                k = slot->count - done < per ? slot->count - done : per;
-                agg_narrow_fn(slot->dtype)(drv->scratch, acc + done * asize, k);
+            for (done = 0; st == AGG_OK && done < slot->desc.count; done += k) {
+                k = slot->desc.count - done < per ? slot->desc.count - done : per;
+                agg_narrow_fn(slot->desc.dtype)(drv->scratch, acc + done * asize, k);
                 st = agg__dp_cma_write(f->pid, f->dst + done * esize, drv->scratch,
                                        k * esize);
             }
@@ -185,7 +186,7 @@ agg_status_t agg__dp_deliver_cma(agg_dp_view_t *v, agg_dp_slot_t *slot,
             agg_dp_count(&drv->ctr->errors, 1);
             return st;
         }
-        agg_dp_count(&drv->ctr->zcopy_bytes, (uint64_t)slot->count * esize);
+        agg_dp_count(&drv->ctr->zcopy_bytes, (uint64_t)slot->desc.count * esize);
     }
     return AGG_OK;
 }

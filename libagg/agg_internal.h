@@ -79,14 +79,8 @@ typedef struct agg__tree_info {
 /* What a transport is handed: one fragment, where it is and where the result goes. */
 typedef struct agg_tl_frag {
     uint64_t       n;       /* fragment number in the group's sequence */
-    uint32_t       count;   /* elements */
-    uint8_t        op;
-    uint8_t        dtype;
-    uint8_t        kind;    /* agg_dp_kind_t */
-    uint8_t        coll;    /* agg_dp_coll_t */
+    agg_frag_desc_t desc;
     uint8_t        empty;   /* this member adds no data (src unused) */
-    uint32_t       root;
-    uint32_t       total;   /* the request's elements (low 32 bits), checked by the tree */
     int32_t        status;  /* not AGG_OK: the member gave up; the fragment fails for all */
     const void    *src;     /* count elements (NULL when count is 0 or status is set); */
     uint32_t       src_off; /*   ALLGATHER: src_len elements, at src_off of the fragment */

@@ -62,13 +62,13 @@ static agg__frag_t *agg__assign(agg__group_t *grp, agg_request_t *req, uint8_t k
     memset(e, 0, sizeof(*e));
     e->req    = req;
     e->f.n    = grp->next_n;
-    e->f.kind = kind;
+    e->f.desc.kind = kind;
     if (req != NULL) {
-        e->f.op    = (uint8_t)req->spec.op;
-        e->f.dtype = (uint8_t)req->spec.dtype;
-        e->f.coll  = (uint8_t)req->coll;
-        e->f.root  = (uint32_t)req->spec.root;
-        e->f.total = (uint32_t)req->total;
+        e->f.desc.op    = (uint8_t)req->spec.op;
+        e->f.desc.dtype = (uint8_t)req->spec.dtype;
+        e->f.desc.coll  = (uint8_t)req->coll;
+        e->f.desc.root  = (uint32_t)req->spec.root;
+        e->f.desc.total = (uint32_t)req->total;
     }
     return e;
 }
@@ -81,7 +81,7 @@ static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
     size_t k = req->total - off < req->per_frag ? req->total - off : req->per_frag;
     size_t lo, hi;
 
-    e->f.count = (uint32_t)k;
+    e->f.desc.count = (uint32_t)k;
     req->assigned++;
     if (req->abandoned) {
         /* the others still get this fragment, as an error, never as garbage */
@@ -236,10 +236,10 @@ static void agg__deliver(agg__group_t *grp, agg__frag_t *e, agg_status_t st)
     agg_comm_t *comm = grp->comm;
     agg_request_t *req = e->req;
 
-    if (e->f.kind == AGG_DP_KIND_UNLOCK) {
+    if (e->f.desc.kind == AGG_DP_KIND_UNLOCK) {
         return;
     }
-    if (e->f.kind == AGG_DP_KIND_LOCK) {
+    if (e->f.desc.kind == AGG_DP_KIND_LOCK) {
         if (st == AGG_OK) {
             grp->lock       = AGG__LOCK_HELD;
             grp->batch_left = comm->ctx->alike.sat_batch;

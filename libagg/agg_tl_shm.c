@@ -168,17 +168,15 @@ static void agg__tl_shm_detach(void *tlp)
  */
 static int agg__tl_shm_cma(const agg__tl_shm_t *t, const agg_tl_frag_t *f)
 {
-    return t->zcopy && f->kind == AGG_DP_KIND_DATA && f->count > 0 &&
-           f->coll == AGG_DP_COLL_ALLREDUCE;
+    return t->zcopy && f->desc.kind == AGG_DP_KIND_DATA && f->desc.count > 0 &&
+           f->desc.coll == AGG_DP_COLL_ALLREDUCE;
 }
 
 /* The part of a fragment a member adds, as the engine takes it. */
 static void agg__tl_shm_contrib(const agg_tl_frag_t *f, agg_dp_contrib_t *c)
 {
     *c = (agg_dp_contrib_t){
-        .n = f->n, .count = f->count, .op = f->op, .dtype = f->dtype, .kind = f->kind,
-        .coll = f->coll, .root = f->root, .total = f->total, .empty = f->empty,
-        .status = f->status,
+        .n = f->n, .desc = f->desc, .empty = f->empty, .status = f->status,
         .data = f->src, .off = f->src_off, .len = f->src_len,
     };
 }
@@ -187,16 +185,11 @@ static void agg__tl_shm_contrib(const agg_tl_frag_t *f, agg_dp_contrib_t *c)
 static void agg__tl_shm_stage(agg__tl_shm_t *t, const agg_tl_frag_t *f)
 {
     agg_dp_frag_t *fr = agg_dp_stage(t->seg, t->member, f->n);
-    size_t esize = agg_dtype_size(f->dtype);
-    size_t bytes = (size_t)(f->coll == AGG_DP_COLL_ALLGATHER ? f->src_len : f->count) * esize;
+    size_t esize = agg_dtype_size(f->desc.dtype);
+    size_t bytes =
+        (size_t)(f->desc.coll == AGG_DP_COLL_ALLGATHER ? f->src_len : f->desc.count) * esize;
 
-    fr->count = f->count;
-    fr->op    = f->op;
-    fr->dtype = f->dtype;
-    fr->kind  = f->kind;
-    fr->coll  = f->coll;
-    fr->root  = f->root;
-    fr->total = f->total;
+    fr->desc  = f->desc;
     fr->off   = f->src_off;
     fr->len   = f->src_len;
     fr->flags = 0;

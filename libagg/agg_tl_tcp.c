@@ -119,7 +119,7 @@ static agg_status_t agg__tl_tcp_join(agg_context_t *ctx, agg__tl_tcp_t *t, uint3
             return st;
         }
     }
-    hello.root = l;
+    hello.desc.root = l;
     st = agg_net_send(fd, &hello, NULL, ctx->connect_timeout_ms, NULL, NULL);
     if (st == AGG_OK) {
         st = agg_sock_recv_all(fd, &reply, sizeof(reply), ctx->connect_timeout_ms);
@@ -185,7 +185,7 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
     t->hello = (agg_net_msg_t){
         .magic = AGG_NET_MAGIC, .type = AGG_NET_HELLO, .tree = (uint8_t)info->tree,
         .group_id = ep.group_id, .part = ep.part, .channel = info->channel,
-        .count = info->osts, .total = info->payload, .n = ctx->job_key, .len = t->lanes,
+        .desc.count = info->osts, .desc.total = info->payload, .n = ctx->job_key, .len = t->lanes,
     };
     for (i = 0; i < t->lanes; ++i) {
         st = agg__tl_tcp_join(ctx, t, i, &ep, rank);
@@ -225,7 +225,7 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
 {
     agg__tl_tcp_t *t = tlp;
     agg_net_msg_t m = t->hello;
-    size_t esize = agg_dtype_size(f->dtype);
+    size_t esize = agg_dtype_size(f->desc.dtype);
     agg_status_t st;
 
     if (t->dead) {
@@ -235,39 +235,34 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
         agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
 
         r->post_n       = f->n;
-        r->post_count   = f->count;
-        r->post_dtype   = f->dtype;
-        r->post_kind    = f->kind;
+        r->post_count   = f->desc.count;
+        r->post_dtype   = f->desc.dtype;
+        r->post_kind    = f->desc.kind;
         r->direct       = NULL;
         r->direct_bytes = 0;
         r->lane         = 0;
-        if (t->lanes > 1 && f->kind == AGG_DP_KIND_DATA && f->count != f->total) {
+        if (t->lanes > 1 && f->desc.kind == AGG_DP_KIND_DATA && f->desc.count != f->desc.total) {
             r->lane      = t->next_lane;
             t->next_lane = (t->next_lane + 1) % t->lanes;
         }
-        if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && f->kind == AGG_DP_KIND_DATA &&
-            f->dst_off == 0 && f->dst_len == f->count && f->count > 0) {
+        if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && f->desc.kind == AGG_DP_KIND_DATA &&
+            f->dst_off == 0 && f->dst_len == f->desc.count && f->desc.count > 0) {
             r->direct       = f->dst;
-            r->direct_bytes = (size_t)f->count * esize;
+            r->direct_bytes = (size_t)f->desc.count * esize;
         }
     }
     m.type   = AGG_NET_PUSH; /* the HELLO's identity, without the job's key */
-    m.kind   = f->kind;
-    m.coll   = f->coll;
-    m.op     = f->op;
-    m.dtype  = f->dtype;
+    m.desc   = f->desc;
     m.status = f->status;
     m.n      = f->n;
-    m.count  = f->count;
-    m.root   = f->root;
-    m.total  = f->total;
     m.off    = f->src_off;
     m.len    = f->src_len;
     m.bytes  = 0;
     if (f->status == AGG_OK && f->empty) {
         m.flags = AGG_NET_F_EMPTY;
-    } else if (f->status == AGG_OK && f->kind == AGG_DP_KIND_DATA) {
-        m.bytes = (uint32_t)((f->coll == AGG_DP_COLL_ALLGATHER ? f->src_len : f->count) * esize);
+    } else if (f->status == AGG_OK && f->desc.kind == AGG_DP_KIND_DATA) {
+        m.bytes = (uint32_t)((f->desc.coll == AGG_DP_COLL_ALLGATHER ? f->src_len
+                                                                    : f->desc.count) * esize);
     }
     /* switchsim answers on this connection and may itself wait for room to
        send: read while writing, or both could wait */
@@ -295,20 +290,20 @@ static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *
 
     if (m->magic != AGG_NET_MAGIC || m->type != AGG_NET_RESULT || m->n == 0 ||
         m->group_id != t->hello.group_id || m->bytes > t->payload ||
-        (m->bytes != 0 && m->bytes != (uint64_t)m->count * agg_dtype_size(m->dtype))) {
+        (m->bytes != 0 && m->bytes != (uint64_t)m->desc.count * agg_dtype_size(m->desc.dtype))) {
         agg_error("group %u: malformed result from switchsim (type %u, fragment %llu, %u bytes)",
                   t->hello.group_id, m->type, (unsigned long long)m->n, m->bytes);
         return AGG_ERR_PROTOCOL;
     }
     r = &t->res[(m->n - 1) % t->window];
     if (r->post_n != m->n || r->lane != (uint32_t)(ln - t->lane) ||
-        m->dtype != r->post_dtype || m->count != r->post_count ||
-        m->kind != r->post_kind ||
-        (m->status == AGG_OK && m->kind == AGG_DP_KIND_DATA && m->count > 0 &&
-         m->bytes != (uint64_t)m->count * agg_dtype_size(m->dtype))) {
+        m->desc.dtype != r->post_dtype || m->desc.count != r->post_count ||
+        m->desc.kind != r->post_kind ||
+        (m->status == AGG_OK && m->desc.kind == AGG_DP_KIND_DATA && m->desc.count > 0 &&
+         m->bytes != (uint64_t)m->desc.count * agg_dtype_size(m->desc.dtype))) {
         agg_error("group %u: result %llu from switchsim does not match its fragment "
                   "(%u elements of type %u, %u bytes)", t->hello.group_id,
-                  (unsigned long long)m->n, m->count, m->dtype, m->bytes);
+                  (unsigned long long)m->n, m->desc.count, m->desc.dtype, m->bytes);
         return AGG_ERR_PROTOCOL;
     }
     r->landed = r->direct != NULL && m->status == AGG_OK && m->bytes == r->direct_bytes;
@@ -356,7 +351,7 @@ static int agg__tl_tcp_drain_lane(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *ln)
             agg__tl_tcp_res_t *r = &t->res[(ln->rx.n - 1) % t->window];
 
             r->status = ln->rx.status;
-            r->count  = ln->rx.count;
+            r->count  = ln->rx.desc.count;
             __atomic_store_n(&r->n, ln->rx.n, __ATOMIC_RELEASE);
             ln->rx_dst = NULL;
             ln->rx_got = 0;
@@ -386,7 +381,7 @@ static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
 {
     agg__tl_tcp_t *t = tlp;
     agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
-    size_t esize = agg_dtype_size(f->dtype);
+    size_t esize = agg_dtype_size(f->desc.dtype);
 
     if (r->n != f->n) {
         agg__tl_tcp_drain(t);
@@ -394,7 +389,7 @@ static agg_status_t agg__tl_tcp_complete(void *tlp, const agg_tl_frag_t *f)
             return t->dead ? AGG_ERR_SHUTDOWN : AGG_INPROGRESS;
         }
     }
-    if (r->status == AGG_OK && f->dst != NULL && f->kind == AGG_DP_KIND_DATA && !r->landed &&
+    if (r->status == AGG_OK && f->dst != NULL && f->desc.kind == AGG_DP_KIND_DATA && !r->landed &&
         f->dst_len > 0 && (uint64_t)f->dst_off + f->dst_len <= r->count) {
         memcpy(f->dst, r->data + (size_t)f->dst_off * esize, (size_t)f->dst_len * esize);
     }

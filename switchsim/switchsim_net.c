@@ -204,7 +204,7 @@ static int switchsim__txq_flush(switchsim_txq_t *q, int fd)
                 if (i != q->tail) {
                     break; /* the one buffer is the tail's */
                 }
-                agg_narrow_fn(e->m.dtype)(q->narrow, e->data, e->m.count);
+                agg_narrow_fn(e->m.desc.dtype)(q->narrow, e->data, e->m.desc.count);
                 e->data   = q->narrow;
                 e->narrow = 0;
             }
@@ -346,10 +346,8 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
     const agg_dp_port_t *p = agg_dp_port(g->view.seg, port);
     uint32_t ch = p->node, bind, lane;
     agg_net_msg_t m = {
-        .magic = AGG_NET_MAGIC, .type = AGG_NET_RESULT, .tree = g->tree, .kind = slot->kind,
-        .coll = slot->coll, .op = slot->op, .dtype = slot->dtype, .group_id = g->id,
-        .channel = ch, .status = slot->status, .n = slot->cur, .count = slot->count,
-        .root = slot->root, .total = slot->total,
+        .magic = AGG_NET_MAGIC, .type = AGG_NET_RESULT, .tree = g->tree, .group_id = g->id,
+        .channel = ch, .status = slot->status, .n = slot->cur, .desc = slot->desc,
     };
     const void *data = NULL;
     switchsim_conn_t *c;
@@ -376,12 +374,12 @@ static agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_s
         pthread_mutex_unlock(&c->tx_lock);
         return AGG_OK;
     }
-    if (slot->status == AGG_OK && slot->kind == AGG_DP_KIND_DATA && slot->count > 0) {
-        size_t bytes = (size_t)slot->count * agg_dtype_size(slot->dtype);
+    if (slot->status == AGG_OK && slot->desc.kind == AGG_DP_KIND_DATA && slot->desc.count > 0) {
+        size_t bytes = (size_t)slot->desc.count * agg_dtype_size(slot->desc.dtype);
 
         if (bytes <= c->tx_cap) {
             data    = agg_dp_acc((agg_dp_slot_t *)slot);
-            narrow  = agg_dtype_acc(slot->dtype) != slot->dtype;
+            narrow  = agg_dtype_acc(slot->desc.dtype) != slot->desc.dtype;
             m.bytes = (uint32_t)bytes;
         } else {
             m.status = AGG_ERR_BAD_FRAGMENT;
@@ -458,14 +456,13 @@ static agg_status_t switchsim__net_up(void *ctx, uint32_t port, const agg_dp_con
     switchsim_group_t *g = ctx;
     const agg_dp_port_t *p = agg_dp_port(g->view.seg, port);
     agg_net_msg_t m = {
-        .magic = AGG_NET_MAGIC, .type = AGG_NET_UP, .tree = g->tree, .kind = c->kind,
-        .coll = c->coll, .op = c->op, .dtype = c->dtype, .group_id = g->id,
+        .magic = AGG_NET_MAGIC, .type = AGG_NET_UP, .tree = g->tree, .group_id = g->id,
         .part = g->port_part[port], .channel = p->node, .extra = p->position,
-        .status = c->status, .n = c->n, .count = c->count, .root = c->root,
-        .total = c->total, .flags = c->empty ? AGG_NET_F_EMPTY : 0,
+        .status = c->status, .n = c->n, .desc = c->desc,
+        .flags = c->empty ? AGG_NET_F_EMPTY : 0,
     };
 
-    m.bytes = switchsim__acc_bytes(c->status, c->kind, c->dtype, c->count, c->empty);
+    m.bytes = switchsim__acc_bytes(c->status, c->desc.kind, c->desc.dtype, c->desc.count, c->empty);
     switchsim__link_send(g->sim->net, g->port_link[port], &m, c->data);
     return AGG_OK;
 }
@@ -475,13 +472,12 @@ static agg_status_t switchsim__net_down_part(switchsim_group_t *g, uint32_t port
                                              const agg_dp_slot_t *slot)
 {
     agg_net_msg_t m = {
-        .magic = AGG_NET_MAGIC, .type = AGG_NET_DOWN, .tree = g->tree, .kind = slot->kind,
-        .coll = slot->coll, .op = slot->op, .dtype = slot->dtype, .group_id = g->id,
-        .part = g->port_part[port], .status = slot->status, .n = slot->cur,
-        .count = slot->count, .root = slot->root, .total = slot->total,
+        .magic = AGG_NET_MAGIC, .type = AGG_NET_DOWN, .tree = g->tree, .group_id = g->id,
+        .part = g->port_part[port], .status = slot->status, .n = slot->cur, .desc = slot->desc,
     };
 
-    m.bytes = switchsim__acc_bytes(slot->status, slot->kind, slot->dtype, slot->count, 0);
+    m.bytes = switchsim__acc_bytes(slot->status, slot->desc.kind, slot->desc.dtype,
+                                   slot->desc.count, 0);
     switchsim__link_send(g->sim->net, g->port_link[port], &m,
                          agg_dp_acc((agg_dp_slot_t *)slot));
     return AGG_OK;
@@ -624,7 +620,8 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
         return st;
     }
     lanes = hello.len > 0 ? hello.len : 1;
-    slot  = hello.channel * AGG_NET_MAX_LANES + (hello.root < AGG_NET_MAX_LANES ? hello.root : 0);
+    slot  = hello.channel * AGG_NET_MAX_LANES +
+            (hello.desc.root < AGG_NET_MAX_LANES ? hello.desc.root : 0); /* the lane */
     pthread_rwlock_rdlock(&sim->lock);
     g  = switchsim_group_find(sim, hello.group_id, hello.tree, hello.part);
     st = AGG_OK;
@@ -634,8 +631,8 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
         st = AGG_ERR_AUTH; /* a client of another job */
     } else if (hello.channel >= g->num_members || !g->remote[hello.channel]) {
         st = AGG_ERR_INVALID_PARAM; /* a local member maps the segment instead */
-    } else if (lanes > AGG_NET_MAX_LANES || hello.root >= lanes ||
-               (hello.root > 0 &&
+    } else if (lanes > AGG_NET_MAX_LANES || hello.desc.root >= lanes ||
+               (hello.desc.root > 0 &&
                 __atomic_load_n(&g->member_lanes[hello.channel], __ATOMIC_ACQUIRE) != lanes)) {
         st = AGG_ERR_INVALID_PARAM; /* lanes out of range, or not what its first one said */
     } else {
@@ -663,9 +660,9 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
             c->tree     = g->tree;
             c->part     = g->part;
             c->channel  = hello.channel;
-            c->lane     = hello.root;
+            c->lane     = hello.desc.root;
             g->member_gen[slot] = c->gen;
-            if (hello.root == 0) {
+            if (hello.desc.root == 0) {
                 __atomic_store_n(&g->member_lanes[hello.channel], (uint8_t)lanes,
                                  __ATOMIC_RELEASE);
             }
@@ -777,21 +774,19 @@ static int switchsim__net_contrib(const switchsim_conn_t *c, const agg_net_msg_t
     size_t want = 0;
 
     *in = (agg_dp_contrib_t){
-        .n = m->n, .count = m->count, .op = m->op, .dtype = m->dtype, .kind = m->kind,
-        .coll = m->coll, .root = m->root, .total = m->total,
-        .empty = (m->flags & AGG_NET_F_EMPTY) != 0, .status = m->status, .off = m->off,
-        .len = m->len,
+        .n = m->n, .desc = m->desc, .empty = (m->flags & AGG_NET_F_EMPTY) != 0,
+        .status = m->status, .off = m->off, .len = m->len,
     };
-    if (m->status == AGG_OK && !in->empty && m->kind == AGG_DP_KIND_DATA &&
-        agg_dtype_size(m->dtype) > 0) {
-        want = (size_t)(m->coll == AGG_DP_COLL_ALLGATHER ? m->len : m->count) *
-               agg_dtype_size(m->dtype);
+    if (m->status == AGG_OK && !in->empty && m->desc.kind == AGG_DP_KIND_DATA &&
+        agg_dtype_size(m->desc.dtype) > 0) {
+        want = (size_t)(m->desc.coll == AGG_DP_COLL_ALLGATHER ? m->len : m->desc.count) *
+               agg_dtype_size(m->desc.dtype);
     }
     if (m->type != AGG_NET_PUSH || m->group_id != c->group_id || m->tree != c->tree ||
         m->channel != c->channel || m->n == 0 || m->bytes != want) {
         agg_warn("data connection from %s: malformed fragment (type %u, group %u, "
                  "channel %u, %u bytes for %u elements)", c->peer, m->type, m->group_id,
-                 m->channel, m->bytes, m->count);
+                 m->channel, m->bytes, m->desc.count);
         return -1;
     }
     if (m->status != AGG_OK) {
@@ -975,10 +970,11 @@ static int switchsim__net_peer(switchsim_net_t *net, switchsim_conn_t *c,
     agg_status_t st;
 
     if ((m->type != AGG_NET_UP && m->type != AGG_NET_DOWN) || m->n == 0 ||
-        agg_dtype_size(m->dtype) == 0 ||
-        m->bytes != switchsim__acc_bytes(m->status, m->kind, m->dtype, m->count, empty)) {
+        agg_dtype_size(m->desc.dtype) == 0 ||
+        m->bytes != switchsim__acc_bytes(m->status, m->desc.kind, m->desc.dtype, m->desc.count,
+                                         empty)) {
         agg_warn("link from %s: malformed message (type %u, group %u, %u bytes for %u "
-                 "elements)", c->peer, m->type, m->group_id, m->bytes, m->count);
+                 "elements)", c->peer, m->type, m->group_id, m->bytes, m->desc.count);
         return -1;
     }
     pthread_rwlock_rdlock(&sim->lock);
@@ -994,8 +990,7 @@ static int switchsim__net_peer(switchsim_net_t *net, switchsim_conn_t *c,
         const agg_dp_node_t *node = m->channel < g->num_nodes ?
                                     agg_dp_node(g->view.seg, m->channel) : NULL;
         agg_dp_contrib_t in = {
-            .n = m->n, .count = m->count, .op = m->op, .dtype = m->dtype, .kind = m->kind,
-            .coll = m->coll, .root = m->root, .total = m->total, .empty = (uint8_t)empty,
+            .n = m->n, .desc = m->desc, .empty = (uint8_t)empty,
             .status = m->status, .data = m->bytes > 0 ? data : NULL, .in_acc = 1,
         };
 
@@ -1007,9 +1002,7 @@ static int switchsim__net_peer(switchsim_net_t *net, switchsim_conn_t *c,
         }
     } else {
         agg_dp_slot_t hdr = {
-            .status = m->status, .cur = m->n, .count = m->count, .op = m->op,
-            .dtype = m->dtype, .kind = m->kind, .root = m->root, .coll = m->coll,
-            .total = m->total,
+            .status = m->status, .cur = m->n, .desc = m->desc,
         };
 
         st = agg_dp_result_in(&g->view, &hdr, data);

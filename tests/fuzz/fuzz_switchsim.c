@@ -263,15 +263,15 @@ static void fuzz_check_result(fuzz_run_t *r, uint64_t n, const agg_dp_slot_t *re
         failed |= (h->flags & AGG_DP_FRAG_FAILED) != 0;
         cma    |= (h->flags & AGG_DP_FRAG_CMA) != 0;
     }
-    if (res->status == AGG_OK && res->kind == AGG_DP_KIND_DATA) {
-        FUZZ_CHECK((uint64_t)res->count * agg_dtype_size(res->dtype) <= r->payload);
+    if (res->status == AGG_OK && res->desc.kind == AGG_DP_KIND_DATA) {
+        FUZZ_CHECK((uint64_t)res->desc.count * agg_dtype_size(res->desc.dtype) <= r->payload);
     }
     if (failed || !same) {
         FUZZ_CHECK(res->status != AGG_OK);
         return;
     }
-    FUZZ_CHECK(res->count == h0->count && res->op == h0->op && res->dtype == h0->dtype &&
-               res->kind == h0->kind);
+    FUZZ_CHECK(res->desc.count == h0->count && res->desc.op == h0->op &&
+               res->desc.dtype == h0->dtype && res->desc.kind == h0->kind);
     if (!fuzz_valid(r, h0)) {
         FUZZ_CHECK(res->status == AGG_ERR_BAD_FRAGMENT);
         return;
@@ -332,10 +332,7 @@ static agg_status_t fuzz_push(fuzz_run_t *r, uint32_t m, uint64_t n)
     const agg_dp_member_t *mem = agg_dp_member(r->s, m);
     agg_dp_contrib_t c = {
         .n      = n,
-        .count  = h->count,
-        .op     = h->op,
-        .dtype  = h->dtype,
-        .kind   = h->kind,
+        .desc   = {.count = h->count, .op = h->op, .dtype = h->dtype, .kind = h->kind},
         .status = (h->flags & AGG_DP_FRAG_FAILED) ? AGG_ERR_TIMEOUT : AGG_OK,
         .empty  = (h->flags & AGG_DP_FRAG_EMPTY) != 0,
         .data   = fuzz_data(r, m, n),
@@ -357,10 +354,8 @@ static void fuzz_stage(fuzz_run_t *r, uint32_t m, uint64_t n)
     const fuzz_hdr_t *h = &r->hdr[fuzz_ix(r, n, m)];
     agg_dp_frag_t *f = agg_dp_stage(r->s, m, n);
 
-    f->count = h->count;
-    f->op    = h->op;
-    f->dtype = h->dtype;
-    f->kind  = h->kind;
+    f->desc  = (agg_frag_desc_t){.count = h->count, .op = h->op, .dtype = h->dtype,
+                                 .kind = h->kind};
     f->flags = h->flags;
     if (h->flags & AGG_DP_FRAG_CMA) {
         f->pid = (uint32_t)getpid();

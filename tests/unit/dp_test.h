@@ -84,8 +84,9 @@ static inline agg_status_t dp_test_push(dp_test_seg_t *t, uint32_t m, uint64_t n
                                         int op, const void *data, uint32_t count)
 {
     const agg_dp_member_t *mem = agg_dp_member(t->view.seg, m);
-    agg_dp_contrib_t c = {.n = n, .count = count, .op = (uint8_t)op, .dtype = (uint8_t)dtype,
-                          .kind = AGG_DP_KIND_DATA, .status = AGG_OK, .data = data};
+    agg_dp_contrib_t c = {.n = n, .status = AGG_OK, .data = data,
+                          .desc = {.count = count, .op = (uint8_t)op, .dtype = (uint8_t)dtype,
+                                   .kind = AGG_DP_KIND_DATA}};
 
     return agg_dp_push(&t->view, mem->leaf, mem->position, &c, &t->drv);
 }

@@ -207,7 +207,7 @@ static void test_duplicates_and_mismatch(void **state)
     assert_int_equal(out[0], 3);
     /* a position past the node's children is refused outright */
     {
-        agg_dp_contrib_t c = {.n = 6, .count = 1, .dtype = AGG_DTYPE_INT32, .data = a};
+        agg_dp_contrib_t c = {.n = 6, .desc.count = 1, .desc.dtype = AGG_DTYPE_INT32, .data = a};
         assert_int_equal(agg_dp_push(&t->view, 0, 3, &c, &t->drv), AGG_ERR_INVALID_PARAM);
     }
     dp_test_free(t);
@@ -219,8 +219,9 @@ static void test_claim(void **state)
     uint32_t leaf[3] = {1, 2, 2};
     dp_test_seg_t *t = dp_test_tree(2, leaf, 3, 2, 256, 0);
     int32_t a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, out[4];
-    agg_dp_contrib_t c = {.n = 1, .count = 4, .op = AGG_OP_SUM, .dtype = AGG_DTYPE_INT32,
-                          .kind = AGG_DP_KIND_DATA, .status = AGG_OK};
+    agg_dp_contrib_t c = {.n = 1, .status = AGG_OK,
+                          .desc = {.count = 4, .op = AGG_OP_SUM, .dtype = AGG_DTYPE_INT32,
+                                   .kind = AGG_DP_KIND_DATA}};
     int32_t *acc;
     int i;
 
@@ -262,22 +263,22 @@ static void test_claim(void **state)
        part of an allgather, an empty or failed contribution, a lock request */
     c.n = 3;
     assert_null(agg_dp_claim(&t->view, 2, &c));
-    c.dtype = AGG_DTYPE_FLOAT16;
+    c.desc.dtype = AGG_DTYPE_FLOAT16;
     assert_null(agg_dp_claim(&t->view, 1, &c));
-    c.dtype = AGG_DTYPE_INT32;
-    c.coll  = AGG_DP_COLL_ALLGATHER;
+    c.desc.dtype = AGG_DTYPE_INT32;
+    c.desc.coll  = AGG_DP_COLL_ALLGATHER;
     assert_null(agg_dp_claim(&t->view, 1, &c));
-    c.coll  = AGG_DP_COLL_ALLREDUCE;
+    c.desc.coll  = AGG_DP_COLL_ALLREDUCE;
     c.empty = 1;
     assert_null(agg_dp_claim(&t->view, 1, &c));
     c.empty  = 0;
     c.status = AGG_ERR_TIMEOUT;
     assert_null(agg_dp_claim(&t->view, 1, &c));
     c.status = AGG_OK;
-    c.kind   = AGG_DP_KIND_UNLOCK;
+    c.desc.kind   = AGG_DP_KIND_UNLOCK;
     assert_null(agg_dp_claim(&t->view, 1, &c));
     /* ...and agg_dp_push takes no contribution that says it is in place */
-    c.kind     = AGG_DP_KIND_DATA;
+    c.desc.kind     = AGG_DP_KIND_DATA;
     c.in_place = 1;
     c.data     = a;
     assert_int_equal(agg_dp_push(&t->view, 1, 0, &c, &t->drv), AGG_ERR_INVALID_PARAM);
@@ -457,7 +458,7 @@ static void test_sat_lock(void **state)
     dp_test_seg_t *g1 = dp_test_tree(1, leaf, 2, 2, 64, 0);
     dp_test_seg_t *g2 = dp_test_tree(1, leaf, 2, 2, 64, 0);
     agg_dp_host_t *host = dp_test_shared(agg_dp_host_size(4));
-    agg_dp_contrib_t c = {.kind = AGG_DP_KIND_LOCK};
+    agg_dp_contrib_t c = {.desc.kind = AGG_DP_KIND_LOCK};
     char why[128];
     uint32_t m;
 
@@ -476,7 +477,7 @@ static void test_sat_lock(void **state)
 #define LOCKOP(_t, _n, _kind)                                                       \
     do {                                                                            \
         c.n    = (_n);                                                              \
-        c.kind = (_kind);                                                           \
+        c.desc.kind = (_kind);                                                           \
         for (m = 0; m < 2; ++m) {                                                   \
             assert_int_equal(agg_dp_push(&(_t)->view, 1, m, &c, &(_t)->drv), AGG_OK); \
         }                                                                           \
@@ -510,7 +511,7 @@ static void test_sat_lock(void **state)
     /* an LLT group asking for the lock gets a malformed-fragment error */
     g1->view.seg->tree = AGG_TREE_LLT;
     c.n    = 5;
-    c.kind = AGG_DP_KIND_LOCK;
+    c.desc.kind = AGG_DP_KIND_LOCK;
     for (m = 0; m < 2; ++m) {
         assert_int_equal(agg_dp_push(&g1->view, 1, m, &c, &g1->drv), AGG_OK);
     }
@@ -617,9 +618,9 @@ static agg_status_t push_coll(dp_test_seg_t *t, uint32_t m, uint64_t n, uint8_t 
                               uint32_t off, uint32_t len)
 {
     const agg_dp_member_t *mem = agg_dp_member(t->view.seg, m);
-    agg_dp_contrib_t c = {.n = n, .count = count, .op = AGG_OP_BOR,
-                          .dtype = AGG_DTYPE_INT32, .kind = AGG_DP_KIND_DATA,
-                          .coll = coll, .root = root, .empty = (uint8_t)empty,
+    agg_dp_contrib_t c = {.n = n, .desc.count = count, .desc.op = AGG_OP_BOR,
+                          .desc.dtype = AGG_DTYPE_INT32, .desc.kind = AGG_DP_KIND_DATA,
+                          .desc.coll = coll, .desc.root = root, .empty = (uint8_t)empty,
                           .off = off, .len = len, .data = empty ? NULL : data};
 
     return agg_dp_push(&t->view, mem->leaf, mem->position, &c, &t->drv);
@@ -711,9 +712,9 @@ static void test_collectives(void **state)
     ++n;
     for (m = 0; m < 5; ++m) {
         const agg_dp_member_t *mem = agg_dp_member(t->view.seg, m);
-        agg_dp_contrib_t c = {.n = n, .count = 15, .op = AGG_OP_SUM, .dtype = AGG_DTYPE_INT32,
-                              .kind = AGG_DP_KIND_DATA, .total = m == 3 ? 31 : 30,
-                              .data = data[m]};
+        agg_dp_contrib_t c = {.n = n, .data = data[m],
+                              .desc = {.count = 15, .op = AGG_OP_SUM, .dtype = AGG_DTYPE_INT32,
+                                       .kind = AGG_DP_KIND_DATA, .total = m == 3 ? 31 : 30}};
 
         agg_dp_push(&t->view, mem->leaf, mem->position, &c, &t->drv);
     }

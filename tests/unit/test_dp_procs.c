@@ -71,10 +71,10 @@ static int member_main(dp_test_seg_t *t, uint32_t m, uint32_t members, int stage
             if (staged) {
                 agg_dp_frag_t *f = agg_dp_stage(s, m, n);
 
-                f->count = COUNT;
-                f->op    = AGG_OP_SUM;
-                f->dtype = AGG_DTYPE_INT32;
-                f->kind  = AGG_DP_KIND_DATA;
+                f->desc.count = COUNT;
+                f->desc.op    = AGG_OP_SUM;
+                f->desc.dtype = AGG_DTYPE_INT32;
+                f->desc.kind  = AGG_DP_KIND_DATA;
                 f->flags = cma ? AGG_DP_FRAG_CMA : 0;
                 if (cma) {
                     f->pid = (uint32_t)getpid();
@@ -85,8 +85,8 @@ static int member_main(dp_test_seg_t *t, uint32_t m, uint32_t members, int stage
                 }
                 __atomic_store_n(&f->n, n, __ATOMIC_RELEASE);
             } else {
-                agg_dp_contrib_t c = {.n = n, .count = COUNT, .op = AGG_OP_SUM,
-                                      .dtype = AGG_DTYPE_INT32, .data = d};
+                agg_dp_contrib_t c = {.n = n, .desc.count = COUNT, .desc.op = AGG_OP_SUM,
+                                      .desc.dtype = AGG_DTYPE_INT32, .data = d};
                 const agg_dp_member_t *me = agg_dp_member(s, m);
 
                 if (agg_dp_push(&t->view, me->leaf, me->position, &c, &drv) != AGG_OK) {
@@ -329,8 +329,8 @@ static void test_shm_port(void **state)
 
             while (done < 500) {
                 while (posted < 500 && agg_seq_may_post(posted + 1, done, 2)) {
-                    agg_dp_contrib_t c = {.n = posted + 1, .count = 4, .op = AGG_OP_SUM,
-                                          .dtype = AGG_DTYPE_INT32, .data = d};
+                    agg_dp_contrib_t c = {.n = posted + 1, .desc.count = 4, .desc.op = AGG_OP_SUM,
+                                          .desc.dtype = AGG_DTYPE_INT32, .data = d};
                     const agg_dp_member_t *mm = agg_dp_member(t->view.seg, me);
                     for (int k = 0; k < 4; ++k) {
                         d[k] = (int32_t)((i + 1) * (k + 1) + (int)posted);

@@ -86,10 +86,10 @@ static void stage(agg_dp_seg_t *s, uint32_t m, uint64_t n, uint8_t kind, int op,
 {
     agg_dp_frag_t *f = agg_dp_stage(s, m, n);
 
-    f->count = count;
-    f->op    = (uint8_t)op;
-    f->dtype = (uint8_t)dtype;
-    f->kind  = kind;
+    f->desc.count = count;
+    f->desc.op    = (uint8_t)op;
+    f->desc.dtype = (uint8_t)dtype;
+    f->desc.kind  = kind;
     f->flags = 0;
     if (count > 0) {
         memcpy(agg_dp_frag_data(f), data, (size_t)count * agg_dtype_size(dtype));
@@ -222,8 +222,8 @@ static void check_int_sum(const agg_dp_slot_t *r, uint64_t n)
     uint32_t i;
 
     assert_int_equal(r->status, AGG_OK);
-    assert_int_equal(r->kind, AGG_DP_KIND_DATA);
-    assert_int_equal(r->count, 64);
+    assert_int_equal(r->desc.kind, AGG_DP_KIND_DATA);
+    assert_int_equal(r->desc.count, 64);
     memset(out, 0, sizeof(out));
     agg_dp_copy_out(r, out);
     for (i = 0; i < 64; ++i) {
@@ -281,7 +281,7 @@ static void test_workers_reduce(void **state)
         stage(v.seg, m, 14, AGG_DP_KIND_DATA, AGG_OP_MAX, AGG_DTYPE_FLOAT32, f, 32);
     }
     assert_int_equal(wait_result(v.seg, 14)->status, AGG_OK);
-    assert_int_equal(wait_result(v.seg, 14)->count, 32);
+    assert_int_equal(wait_result(v.seg, 14)->desc.count, 32);
     agg_dp_copy_out(wait_result(v.seg, 14), fout);
     for (i = 0; i < 32; ++i) {
         assert_true(fout[i] == 3.0f + 0.5f * (float)i);
@@ -342,7 +342,7 @@ static void test_sat_group(void **state)
     /* a LOCK request takes the lock of every switch of the tree */
     r = sat_round(v.seg, 1, AGG_DP_KIND_LOCK, 0);
     assert_int_equal(r->status, AGG_OK);
-    assert_int_equal(r->kind, AGG_DP_KIND_LOCK);
+    assert_int_equal(r->desc.kind, AGG_DP_KIND_LOCK);
     for (k = 0; k < 3; ++k) {
         assert_int_equal(LOAD(sim.ans[k].shared->sat_lock), 3);
         assert_int_equal(LOAD(sim.ans[k].shared->sat_lock_taken), 1);
@@ -355,7 +355,7 @@ static void test_sat_group(void **state)
     for (k = 2; k <= 3; ++k) {
         r = sat_round(v.seg, k, AGG_DP_KIND_DATA, 512);
         assert_int_equal(r->status, AGG_OK);
-        assert_int_equal(r->count, 512);
+        assert_int_equal(r->desc.count, 512);
         agg_dp_copy_out(r, out);
         for (i = 0; i < 512; ++i) {
             assert_int_equal(out[i], 4 * (k + i) + 6);

@@ -323,22 +323,26 @@ DEFINE_LAYOUT(dp_counters, agg_dp_counters_t, 128, DP_COUNTERS_LAYOUT)
     X(agg_dp_chan_t, drv, 64, 128)
 DEFINE_LAYOUT(dp_chan, agg_dp_chan_t, 192, DP_CHAN_LAYOUT)
 
+#define FRAG_DESC_LAYOUT(X)                                                    \
+    X(agg_frag_desc_t, count, 0, 4)                                            \
+    X(agg_frag_desc_t, root, 4, 4)                                             \
+    X(agg_frag_desc_t, total, 8, 4)                                            \
+    X(agg_frag_desc_t, op, 12, 1)                                              \
+    X(agg_frag_desc_t, dtype, 13, 1)                                           \
+    X(agg_frag_desc_t, kind, 14, 1)                                            \
+    X(agg_frag_desc_t, coll, 15, 1)
+DEFINE_LAYOUT(frag_desc, agg_frag_desc_t, 16, FRAG_DESC_LAYOUT)
+
 #define DP_FRAG_LAYOUT(X)                                                      \
     X(agg_dp_frag_t, n, 0, 8)                                                  \
-    X(agg_dp_frag_t, count, 8, 4)                                              \
-    X(agg_dp_frag_t, op, 12, 1)                                                \
-    X(agg_dp_frag_t, dtype, 13, 1)                                             \
-    X(agg_dp_frag_t, kind, 14, 1)                                              \
-    X(agg_dp_frag_t, flags, 15, 1)                                             \
-    X(agg_dp_frag_t, pid, 16, 4)                                               \
-    X(agg_dp_frag_t, root, 20, 4)                                              \
-    X(agg_dp_frag_t, src, 24, 8)                                               \
-    X(agg_dp_frag_t, dst, 32, 8)                                               \
-    X(agg_dp_frag_t, coll, 40, 1)                                              \
-    X(agg_dp_frag_t, reserved, 41, 3)                                          \
-    X(agg_dp_frag_t, off, 44, 4)                                               \
-    X(agg_dp_frag_t, len, 48, 4)                                               \
-    X(agg_dp_frag_t, total, 52, 4)
+    X(agg_dp_frag_t, desc, 8, 16)                                              \
+    X(agg_dp_frag_t, flags, 24, 1)                                             \
+    X(agg_dp_frag_t, reserved, 25, 3)                                          \
+    X(agg_dp_frag_t, pid, 28, 4)                                               \
+    X(agg_dp_frag_t, src, 32, 8)                                               \
+    X(agg_dp_frag_t, dst, 40, 8)                                               \
+    X(agg_dp_frag_t, off, 48, 4)                                               \
+    X(agg_dp_frag_t, len, 52, 4)
 DEFINE_LAYOUT(dp_frag, agg_dp_frag_t, 56, DP_FRAG_LAYOUT)
 
 #define DP_NODE_LAYOUT(X)                                                      \
@@ -367,15 +371,11 @@ DEFINE_LAYOUT(dp_node, agg_dp_node_t, 64, DP_NODE_LAYOUT)
 DEFINE_LAYOUT(dp_port, agg_dp_port_t, 128, DP_PORT_LAYOUT)
 #define NET_MSG_LAYOUT(X)                                                      \
     X(agg_net_msg_t, magic, 0, 4) X(agg_net_msg_t, type, 4, 1)                 \
-    X(agg_net_msg_t, tree, 5, 1) X(agg_net_msg_t, kind, 6, 1)                  \
-    X(agg_net_msg_t, coll, 7, 1) X(agg_net_msg_t, op, 8, 1)                    \
-    X(agg_net_msg_t, dtype, 9, 1) X(agg_net_msg_t, flags, 10, 1)               \
-    X(agg_net_msg_t, reserved, 11, 1) X(agg_net_msg_t, group_id, 12, 4)        \
-    X(agg_net_msg_t, part, 16, 4)                                              \
-    X(agg_net_msg_t, channel, 20, 4) X(agg_net_msg_t, status, 24, 4)           \
-    X(agg_net_msg_t, extra, 28, 4)                                             \
-    X(agg_net_msg_t, n, 32, 8) X(agg_net_msg_t, count, 40, 4)                  \
-    X(agg_net_msg_t, root, 44, 4) X(agg_net_msg_t, total, 48, 4)               \
+    X(agg_net_msg_t, tree, 5, 1) X(agg_net_msg_t, flags, 6, 1)                 \
+    X(agg_net_msg_t, reserved, 7, 1) X(agg_net_msg_t, group_id, 8, 4)          \
+    X(agg_net_msg_t, part, 12, 4) X(agg_net_msg_t, channel, 16, 4)             \
+    X(agg_net_msg_t, status, 20, 4) X(agg_net_msg_t, n, 24, 8)                 \
+    X(agg_net_msg_t, desc, 32, 16) X(agg_net_msg_t, extra, 48, 4)              \
     X(agg_net_msg_t, off, 52, 4) X(agg_net_msg_t, len, 56, 4)                  \
     X(agg_net_msg_t, bytes, 60, 4)
 DEFINE_LAYOUT(net_msg, agg_net_msg_t, 64, NET_MSG_LAYOUT)
@@ -385,18 +385,11 @@ DEFINE_LAYOUT(net_msg, agg_net_msg_t, 64, NET_MSG_LAYOUT)
     X(agg_dp_slot_t, status, 4, 4)                                             \
     X(agg_dp_slot_t, done, 8, 8)                                               \
     X(agg_dp_slot_t, cur, 16, 8)                                               \
-    X(agg_dp_slot_t, count, 24, 4)                                             \
-    X(agg_dp_slot_t, op, 28, 1)                                                \
-    X(agg_dp_slot_t, dtype, 29, 1)                                             \
-    X(agg_dp_slot_t, kind, 30, 1)                                              \
-    X(agg_dp_slot_t, flags, 31, 1)                                             \
-    X(agg_dp_slot_t, seen, 32, 8)                                              \
-    X(agg_dp_slot_t, moved, 40, 8)                                             \
-    X(agg_dp_slot_t, root, 48, 4)                                              \
-    X(agg_dp_slot_t, coll, 52, 1)                                              \
-    X(agg_dp_slot_t, pad, 53, 3)                                               \
-    X(agg_dp_slot_t, total, 56, 4)                                             \
-    X(agg_dp_slot_t, pad2, 60, 4)
+    X(agg_dp_slot_t, desc, 24, 16)                                             \
+    X(agg_dp_slot_t, flags, 40, 1)                                             \
+    X(agg_dp_slot_t, pad, 41, 7)                                               \
+    X(agg_dp_slot_t, seen, 48, 8)                                              \
+    X(agg_dp_slot_t, moved, 56, 8)
 DEFINE_LAYOUT(dp_slot, agg_dp_slot_t, 64, DP_SLOT_LAYOUT)
 
 #define DP_AN_LAYOUT(X)                                                        \
@@ -462,6 +455,7 @@ static const struct_pin_t structs[] = {
     STRUCT(dp_member, agg_dp_member_t, 32, NULL),
     STRUCT(dp_counters, agg_dp_counters_t, 128, NULL),
     STRUCT(dp_chan, agg_dp_chan_t, 192, NULL),
+    STRUCT(frag_desc, agg_frag_desc_t, 16, NULL),
     STRUCT(dp_frag, agg_dp_frag_t, 56, NULL),
     STRUCT(dp_node, agg_dp_node_t, 64, NULL),
     STRUCT(dp_port, agg_dp_port_t, 128, NULL),
@@ -492,7 +486,7 @@ static const struct_pin_t structs[] = {
     X(AGG_GROUP_F_SAT, 0x01) X(AGG_GROUP_F_REPRODUCIBLE, 0x02)                 \
     X(AGG_JOB_F_SAT, 0x01) X(AGG_JOB_F_SPREAD, 0x02)                           \
     X(AGG_DP_MAGIC, 0x50444741) X(AGG_DP_HOST_MAGIC, 0x54534841)               \
-    X(AGG_DP_VERSION, 6) X(AGG_DP_LINE, 64) X(AGG_DP_NAME_LEN, 64)             \
+    X(AGG_DP_VERSION, 7) X(AGG_DP_LINE, 64) X(AGG_DP_NAME_LEN, 64)             \
     X(AGG_DP_KIND_DATA, 0) X(AGG_DP_KIND_LOCK, 1) X(AGG_DP_KIND_UNLOCK, 2)     \
     X(AGG_DP_KIND__COUNT, 3)                                                   \
     X(AGG_DP_F_REPRODUCIBLE, 0x01)                                             \

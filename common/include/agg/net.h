@@ -28,9 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agg/frag.h"
 #include "agg/status.h"
 
-#define AGG_NET_MAGIC 0x544e4741u /* "AGNT" */
+#define AGG_NET_MAGIC 0x324e4741u /* "AGN2": the layout below (AGNT before the fragment desc) */
 
 typedef enum agg_net_type {
     AGG_NET_HELLO  = 1, /* rank -> switchsim: join; switchsim -> rank: status */
@@ -61,21 +62,16 @@ typedef struct agg_net_msg {
     uint32_t magic;
     uint8_t  type;     /* agg_net_type_t */
     uint8_t  tree;     /* agg_tree_type_t */
-    uint8_t  kind;     /* agg_dp_kind_t */
-    uint8_t  coll;     /* agg_dp_coll_t */
-    uint8_t  op;
-    uint8_t  dtype;
     uint8_t  flags;    /* AGG_NET_F_* */
     uint8_t  reserved;
     uint32_t group_id;
     uint32_t part;     /* which part of the group's tree (one per switchsim segment) */
     uint32_t channel;  /* the member's channel in that part */
     int32_t  status;   /* PUSH: not AGG_OK when the member gave up; RESULT: the tree's */
-    uint32_t extra;    /* UP: the sending part's index among the node's child parts */
     uint64_t n;        /* fragment number; a member's HELLO: its job's key */
-    uint32_t count;    /* elements of the fragment */
-    uint32_t root;
-    uint32_t total;    /* the collective's elements (low 32 bits) */
+    agg_frag_desc_t desc; /* HELLO: desc.count the OSTs, desc.total the payload, desc.root
+                             the lane (above) */
+    uint32_t extra;    /* UP: the sending part's index among the node's child parts */
     uint32_t off;      /* ALLGATHER PUSH: the data are elements off .. off + len */
     uint32_t len;
     uint32_t bytes;    /* data bytes that follow */

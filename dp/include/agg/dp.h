@@ -44,12 +44,13 @@
 #include <stdint.h>
 
 #include "agg/seq.h"
+#include "agg/frag.h"
 #include "agg/status.h"
 #include "agg/wire.h"
 
 #define AGG_DP_MAGIC      0x50444741u /* "AGDP" */
 #define AGG_DP_HOST_MAGIC 0x54534841u /* "AHST" */
-#define AGG_DP_VERSION    6
+#define AGG_DP_VERSION    7
 #define AGG_DP_LINE       64
 #define AGG_DP_NAME_LEN   64
 
@@ -190,21 +191,15 @@ typedef struct agg_dp_chan {
 
 /* A staged fragment, at the start of a staging slot; payload at AGG_DP_FRAG_SIZE. */
 typedef struct agg_dp_frag {
-    uint64_t n;     /* fragment number; written last (release) */
-    uint32_t count; /* elements */
-    uint8_t  op;
-    uint8_t  dtype;
-    uint8_t  kind;  /* agg_dp_kind_t */
-    uint8_t  flags; /* AGG_DP_FRAG_* */
-    uint32_t pid;   /* CMA: the rank's process */
-    uint32_t root;  /* the collective's root (member index), 0 if it has none */
-    uint64_t src;   /* CMA: where the data is in that process */
-    uint64_t dst;   /* CMA: where the result goes */
-    uint8_t  coll;  /* agg_dp_coll_t */
-    uint8_t  reserved[3];
-    uint32_t off;   /* ALLGATHER: the staged data are elements off .. off + len */
-    uint32_t len;   /*   of the fragment */
-    uint32_t total; /* elements of the whole collective (low 32 bits), checked alike */
+    uint64_t        n;     /* fragment number; written last (release) */
+    agg_frag_desc_t desc;
+    uint8_t         flags; /* AGG_DP_FRAG_* */
+    uint8_t         reserved[3];
+    uint32_t        pid;   /* CMA: the rank's process */
+    uint64_t        src;   /* CMA: where the data is in that process */
+    uint64_t        dst;   /* CMA: where the result goes */
+    uint32_t        off;   /* ALLGATHER: the staged data are elements off .. off + len */
+    uint32_t        len;   /*   of the fragment */
 } agg_dp_frag_t;
 
 #define AGG_DP_FRAG_SIZE AGG_DP_LINE
@@ -251,18 +246,11 @@ typedef struct agg_dp_slot {
     int32_t  status; /* AGG_OK, or what went wrong (every member sees it) */
     uint64_t done;   /* last fragment completed here (release): a result is read when done == n */
     uint64_t cur;    /* fragment being combined */
-    uint32_t count;
-    uint8_t  op;
-    uint8_t  dtype;
-    uint8_t  kind;
+    agg_frag_desc_t desc; /* as the first child sent it: the others must agree */
     uint8_t  flags;  /* AGG_DP_SLOT_* */
+    uint8_t  pad[7];
     uint64_t seen;   /* children seen, when the node has at most 64 */
     uint64_t moved;  /* last fragment this slot moved on (forwarded or published) */
-    uint32_t root;
-    uint8_t  coll;   /* agg_dp_coll_t */
-    uint8_t  pad[3];
-    uint32_t total;  /* the collective's elements (low 32 bits): members must agree */
-    uint32_t pad2;
 } agg_dp_slot_t;
 
 #define AGG_DP_SLOT_HDR 64
@@ -440,13 +428,7 @@ typedef struct agg_dp_driver {
 /* One child's contribution to a fragment. */
 typedef struct agg_dp_contrib {
     uint64_t    n;
-    uint32_t    count;  /* elements of the fragment */
-    uint8_t     op;
-    uint8_t     dtype;
-    uint8_t     kind;
-    uint8_t     coll;   /* agg_dp_coll_t */
-    uint32_t    root;
-    uint32_t    total;  /* the collective's elements (low 32 bits) */
+    agg_frag_desc_t desc;
     uint8_t     empty;  /* no data from this child (a bcast's non-root, an empty subtree) */
     int32_t     status; /* a child that failed passes its error up */
     uint32_t    off;    /* ALLGATHER from a member: data are elements off .. off + len */
