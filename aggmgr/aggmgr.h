@@ -57,9 +57,10 @@ typedef struct aggmgr_part {
     uint32_t            extra;        /* its index among that node's child parts */
     uint32_t            num_nodes;
     uint32_t            num_members;  /* members whose leaf is in it: channels 0.. */
-    uint32_t            ep_shm;       /* its endpoints in GROUP_CREATE_REPLY */
-    uint32_t            ep_tcp;       /* (UINT32_MAX: none, no member needs it) */
-    agg_wire_endpoint_t shm;          /* where switchsim put its segment */
+    uint32_t            ep_here;      /* its endpoints in GROUP_CREATE_REPLY */
+    uint32_t            ep_away;      /* (UINT32_MAX: none, no member needs it) */
+    agg_wire_endpoint_t here;         /* as switchsim offers them: for members on */
+    agg_wire_endpoint_t away;         /*   its host, and for the others */
     int                 configured;
 } aggmgr_part_t;
 

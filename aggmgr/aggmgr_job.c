@@ -9,7 +9,6 @@
  */
 #include "aggmgr.h"
 
-#include "agg/net.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -288,7 +287,7 @@ static agg_status_t aggmgr__gtree_parts(aggmgr_t *am, const aggmgr_job_t *job,
         } else {
             p = &gt->parts[gt->num_parts];
             *p = (aggmgr_part_t){.sim = sim, .parent = parent < 0 ? -1 : gt->node_part[parent],
-                                 .parent_node = parent, .ep_tcp = UINT32_MAX};
+                                 .parent_node = parent, .ep_away = UINT32_MAX};
             if (parent >= 0) {
                 p->extra = extra[parent]++;
                 if (am->sims[sim].data_addr[0] == '\0' ||
@@ -323,7 +322,7 @@ static agg_status_t aggmgr__gtree_parts(aggmgr_t *am, const aggmgr_job_t *job,
 
 /*
  * Asks the part's switchsim to lay it out; its answer comes to
- * aggmgr_group_config_reply, which fills part->shm.
+ * aggmgr_group_config_reply, which fills part->here and ->away.
  */
 static agg_status_t aggmgr__part_send(aggmgr_t *am, const aggmgr_job_t *job,
                                       const aggmgr_group_t *g, aggmgr_gtree_t *gt,
@@ -454,12 +453,12 @@ static agg_status_t aggmgr__gtree_start(aggmgr_t *am, const aggmgr_job_t *job,
 }
 
 /*
- * Every part laid out: the endpoints its members attach to, per part its
- * shared memory, and its TCP data port when some member of it is on another
- * host.
+ * Every part laid out: the endpoints its members attach to, per part the one
+ * switchsim offers to its own host, and the one for other hosts when some
+ * member of it is on another host. What an endpoint says is switchsim's.
  */
 static agg_status_t aggmgr__gtree_eps(aggmgr_t *am, const aggmgr_group_t *g,
-                                      aggmgr_gtree_t *gt, uint32_t tree)
+                                      aggmgr_gtree_t *gt)
 {
     uint32_t pi, i;
 
@@ -468,22 +467,22 @@ static agg_status_t aggmgr__gtree_eps(aggmgr_t *am, const aggmgr_group_t *g,
         return AGG_ERR_NO_MEMORY;
     }
     for (pi = 0; pi < gt->num_parts; ++pi) {
-        gt->parts[pi].ep_shm = gt->num_eps;
-        gt->eps[gt->num_eps++] = gt->parts[pi].shm;
+        gt->parts[pi].ep_here = gt->num_eps;
+        gt->eps[gt->num_eps++] = gt->parts[pi].here;
     }
     for (i = 0; i < g->num_members; ++i) {
         aggmgr_part_t *p = &gt->parts[gt->node_part[gt->tree.hca_leaf[i]]];
-        agg_wire_endpoint_t *ep;
 
-        if (!gt->remote[i] || p->ep_tcp != UINT32_MAX) {
+        if (!gt->remote[i] || p->ep_away != UINT32_MAX) {
             continue;
         }
-        p->ep_tcp     = gt->num_eps;
-        ep            = &gt->eps[gt->num_eps++];
-        ep->transport = AGG_TL_TCP;
-        ep->length    = (uint32_t)agg_net_ep_format((char *)ep->addr, sizeof(ep->addr),
-                                                    am->sims[p->sim].data_addr, g->id, tree,
-                                                    (uint32_t)(p - gt->parts));
+        if (p->away.transport == 0) {
+            agg_error("group %u: switchsim %u offers no endpoint to members on other hosts",
+                      g->id, am->sims[p->sim].id);
+            return AGG_ERR_GROUP_JOIN;
+        }
+        p->ep_away             = gt->num_eps;
+        gt->eps[gt->num_eps++] = p->away;
     }
     return AGG_OK;
 }
@@ -554,7 +553,7 @@ static void aggmgr__group_sat_end(aggmgr_t *am, const aggmgr_job_t *job, aggmgr_
 
     op->status = AGG_OK; /* the group stands on its LLT part whatever happened here */
     if (st == AGG_OK) {
-        st = aggmgr__gtree_eps(am, g, &g->sat, AGG_TREE_SAT);
+        st = aggmgr__gtree_eps(am, g, &g->sat);
     }
     if (st == AGG_OK) {
         g->sat.status = AGG_OK;
@@ -606,14 +605,22 @@ static void aggmgr__group_drop(aggmgr_t *am, aggmgr_job_t *job, aggmgr_group_t *
     }
 }
 
+/* An endpoint switchsim offered: some transport and an address that fits (or none). */
+static int aggmgr__ep_valid(const agg_wire_endpoint_t *ep, int may_be_none)
+{
+    if (ep->transport == 0) {
+        return may_be_none;
+    }
+    return ep->length > 0 && ep->length <= sizeof(ep->addr);
+}
+
 void aggmgr_group_config_reply(aggmgr_t *am, const aggmgr_simreq_t *req, agg_status_t st,
                                const agg_msg_group_config_reply_t *rep)
 {
     aggmgr_group_t *g = req->op != NULL ? req->op->group : NULL;
     aggmgr_gtree_t *gt;
 
-    if (st == AGG_OK && (rep->endpoint.length == 0 ||
-                         rep->endpoint.length > sizeof(rep->endpoint.addr))) {
+    if (st == AGG_OK && (!aggmgr__ep_valid(&rep->here, 0) || !aggmgr__ep_valid(&rep->away, 1))) {
         st = AGG_ERR_PROTOCOL;
     }
     if (st != AGG_OK) {
@@ -631,7 +638,8 @@ void aggmgr_group_config_reply(aggmgr_t *am, const aggmgr_simreq_t *req, agg_sta
     }
     gt = req->tree == AGG_TREE_SAT ? &g->sat : &g->llt;
     if (req->part < gt->num_parts) {
-        gt->parts[req->part].shm        = rep->endpoint;
+        gt->parts[req->part].here       = rep->here;
+        gt->parts[req->part].away       = rep->away;
         gt->parts[req->part].configured = 1;
     }
 }
@@ -649,7 +657,7 @@ void aggmgr_group_step(aggmgr_t *am, aggmgr_op_t *op)
     }
     if (op->phase == 0) {
         if (op->status == AGG_OK) {
-            op->status = aggmgr__gtree_eps(am, g, &g->llt, AGG_TREE_LLT);
+            op->status = aggmgr__gtree_eps(am, g, &g->llt);
         }
         if (op->status != AGG_OK) {
             aggmgr__group_drop(am, job, g); /* undoes the parts laid out */

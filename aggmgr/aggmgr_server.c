@@ -393,7 +393,7 @@ static size_t aggmgr__tree_block(aggmgr_t *am, const aggmgr_gtree_t *gt, uint32_
         for (i = 0; i < n; ++i) {
             const aggmgr_part_t *part = &gt->parts[gt->node_part[gt->tree.hca_leaf[i]]];
 
-            mep[i].endpoint  = gt->remote[i] ? part->ep_tcp : part->ep_shm;
+            mep[i].endpoint  = gt->remote[i] ? part->ep_away : part->ep_here;
             mep[i].channel   = gt->channel[i];
             mep[i].leaf_guid =
                 am->topo.nodes[gt->tree.nodes[gt->tree.hca_leaf[i]].topo_node].guid;

@@ -14,43 +14,18 @@
 #include "agg/log.h"
 #include "agg/sock.h"
 
-size_t agg_net_ep_format(char *buf, size_t len, const char *addr, uint32_t group_id,
-                         uint32_t tree, uint32_t part)
+agg_status_t agg_net_ep_format(agg_wire_endpoint_t *ep, const char *addr, uint32_t group_id,
+                               uint32_t tree, uint32_t part)
 {
-    int n = snprintf(buf, len, "%s/g%u/t%u/p%u", addr, group_id, tree, part);
+    int n = snprintf((char *)ep->addr, sizeof(ep->addr), "%s/g%u/t%u/p%u", addr, group_id,
+                     tree, part);
 
-    return n < 0 || (size_t)n >= len ? 0 : (size_t)n + 1;
-}
-
-/* "host:port" or "[v6]:port" */
-static int agg__net_split(char *text, char *host, size_t hostlen, int *port)
-{
-    char *colon = strrchr(text, ':'), *end;
-    long p;
-
-    if (colon == NULL || colon == text) {
-        return -1;
+    if (n < 0 || (size_t)n >= sizeof(ep->addr)) {
+        return AGG_ERR_PARSE;
     }
-    *colon = '\0';
-    p      = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || p <= 0 || p > 65535) {
-        return -1;
-    }
-    if (text[0] == '[') {
-        size_t l = strlen(text);
-
-        if (l < 3 || text[l - 1] != ']') {
-            return -1;
-        }
-        text[l - 1] = '\0';
-        text++;
-    }
-    if (strlen(text) >= hostlen) {
-        return -1;
-    }
-    strcpy(host, text);
-    *port = (int)p;
-    return 0;
+    ep->transport = AGG_TL_TCP;
+    ep->length    = (uint32_t)n + 1;
+    return AGG_OK;
 }
 
 agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, char *why,
@@ -71,7 +46,8 @@ agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, cha
     }
     *slash = '\0';
     if (sscanf(slash + 1, "g%u/t%u/p%u%c", &ep->group_id, &ep->tree, &ep->part, &tail) != 3 ||
-        agg__net_split(text, ep->host, sizeof(ep->host), &ep->port) != 0) {
+        agg_sock_addr_parse(text, ep->host, sizeof(ep->host), &ep->port, NULL, 0) != AGG_OK ||
+        ep->port == 0) {
         snprintf(why, whylen, "TCP endpoint \"%.*s\" is not host:port/g<group>/t<tree>/p<part>",
                  (int)len, s);
         return AGG_ERR_PARSE;

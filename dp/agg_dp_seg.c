@@ -6,6 +6,7 @@
  */
 #include "agg/dp.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,4 +303,38 @@ void agg_dp_counters_add(agg_dp_counters_t *sum, const agg_dp_counters_t *c)
     for (i = 0; i < sizeof(*c) / sizeof(uint64_t); ++i) {
         dst[i] += __atomic_load_n(&src[i], __ATOMIC_RELAXED);
     }
+}
+
+agg_status_t agg_dp_ep_format(agg_wire_endpoint_t *ep, const char *seg, const char *host)
+{
+    size_t a = strlen(seg) + 1, b = strlen(host) + 1;
+
+    if (a + b > sizeof(ep->addr)) {
+        return AGG_ERR_PARSE;
+    }
+    memcpy(ep->addr, seg, a);
+    memcpy(ep->addr + a, host, b);
+    ep->transport = AGG_TL_SHM;
+    ep->length    = (uint32_t)(a + b);
+    return AGG_OK;
+}
+
+agg_status_t agg_dp_ep_parse(const agg_wire_endpoint_t *ep, const char **seg,
+                             const char **host, char *why, size_t whylen)
+{
+    const char *a = (const char *)ep->addr, *b;
+    size_t len = ep->length;
+
+    if (len < 4 || len > sizeof(ep->addr) || memchr(a, '\0', len) == NULL) {
+        snprintf(why, whylen, "an endpoint of %zu bytes is not a shared-memory address", len);
+        return AGG_ERR_PARSE;
+    }
+    b = a + strlen(a) + 1;
+    if ((size_t)(b - a) >= len || memchr(b, '\0', len - (size_t)(b - a)) == NULL) {
+        snprintf(why, whylen, "the endpoint names no host segment");
+        return AGG_ERR_PARSE;
+    }
+    *seg  = a;
+    *host = b;
+    return AGG_OK;
 }

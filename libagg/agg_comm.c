@@ -251,6 +251,7 @@ static agg_status_t agg__attach(agg_comm_t *comm, agg__group_t *grp, const agg__
     }
     if (st == AGG_OK) {
         grp->tl = tl;
+        tl->query(&grp->tl_attr);
     }
     return st;
 }

@@ -211,6 +211,15 @@ static agg_status_t agg__stage_where(const void *p, agg_mem_type_t declared, int
     return AGG_OK;
 }
 
+/* Whether the transports of every tree of comm move memory of type mem themselves. */
+static int agg__stage_moved(const agg_comm_t *comm, agg_mem_type_t mem)
+{
+    unsigned bit = 1u << mem;
+
+    return (comm->llt.tl_attr.mem_types & bit) &&
+           (comm->sat.tl == NULL || (comm->sat.tl_attr.mem_types & bit));
+}
+
 agg_status_t agg__stage_prepare(agg_request_t *req)
 {
     const agg_reduce_spec_t *sp = &req->spec;
@@ -225,7 +234,8 @@ agg_status_t agg__stage_prepare(agg_request_t *req)
     if (st == AGG_OK) {
         st = agg__stage_where(req->dst, sp->rbuf_mem, &ddev);
     }
-    if (st != AGG_OK || (sdev < 0 && ddev < 0)) {
+    if (st != AGG_OK || (sdev < 0 && ddev < 0) ||
+        agg__stage_moved(req->comm, (agg_mem_type_t)agg_gpu_ops()->mem_type)) {
         return st;
     }
     st = agg__gpu_dev_get(req->comm, sdev >= 0 ? sdev : ddev, &s->gd);

@@ -92,13 +92,25 @@ typedef struct agg_tl_frag {
     agg_mem_type_t dst_mem;
 } agg_tl_frag_t;
 
+/* What a transport can do (agg_tl_ops_t.query). */
+typedef struct agg_tl_attr {
+    unsigned mem_types;           /* 1u << agg_mem_type_t for each memory it moves itself
+                                     (others are staged through host memory) */
+    int      results_at_complete; /* results land in dst only at complete(); 0: they may land
+                                     as they arrive, and forget() must stop that */
+} agg_tl_attr_t;
+
 /*
  * A transport carries this member's fragments to its leaf aggregation node
- * and brings the group's results back. Chosen per group from the endpoint
- * aggmgr gave; the request engine only sees this table.
+ * and brings the group's results back. Chosen per group by the type of the
+ * endpoint aggmgr gave (agg__tl_for); the request engine only sees this
+ * table. A new transport is one file with these ops and one line in
+ * agg_tl.c; switchsim offers its endpoint (switchsim_ctl.c).
  */
 typedef struct agg_tl_ops {
     const char *name;
+    uint32_t    type; /* agg_tl_type_t: the endpoints it attaches to */
+    void (*query)(agg_tl_attr_t *attr);
     /* Joins the group at the endpoint in info; *tl is the transport's state. */
     agg_status_t (*attach)(agg_context_t *ctx, const agg__tree_info_t *info, int rank,
                            void **tl);
@@ -122,7 +134,7 @@ typedef struct agg_tl_ops {
     /*
      * The member gave up on posted fragment f (it timed out) and may reuse
      * its buffers: the transport must not write its result there any more.
-     * NULL when a transport only writes results at complete().
+     * Called only when results do not wait for complete() (agg_tl_attr_t).
      */
     void (*forget)(void *tl, const agg_tl_frag_t *f);
 } agg_tl_ops_t;
@@ -133,8 +145,8 @@ extern const agg_tl_ops_t agg_tl_shm_ops;
 /* TCP to a switchsim on another host (agg_tl_tcp.c). */
 extern const agg_tl_ops_t agg_tl_tcp_ops;
 
-/* A transport for an endpoint type; NULL when this build has none. */
-const agg_tl_ops_t *agg__tl_for(uint32_t transport);
+/* The transport for an endpoint type (agg_tl.c); NULL when this build has none. */
+const agg_tl_ops_t *agg__tl_for(uint32_t type);
 
 /* A fragment in flight: who it belongs to and what the transport got. */
 typedef struct agg__frag {
@@ -157,6 +169,7 @@ typedef struct agg__group {
     agg__tree_info_t     info;
     const agg_tl_ops_t  *tl;
     void                *tl_priv;
+    agg_tl_attr_t        tl_attr;
     uint32_t             window;
     uint32_t             payload;
     uint64_t             next_n;    /* fragments assigned so far */

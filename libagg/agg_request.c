@@ -127,7 +127,7 @@ void agg__request_abandon(agg_request_t *req, agg_status_t why)
         agg__frag_t *e = agg__ring(grp, n);
 
         if (e->req == req) {
-            if (e->posted && grp->tl->forget != NULL) {
+            if (e->posted && !grp->tl_attr.results_at_complete) {
                 grp->tl->forget(grp->tl_priv, &e->f);
             }
             e->f.dst = NULL;

@@ -62,22 +62,14 @@ static int agg__tl_shm_cma_ok(const agg_dp_host_t *host)
 static agg_status_t agg__tl_shm_attach(agg_context_t *ctx, const agg__tree_info_t *info,
                                        int rank, void **out)
 {
-    const char *seg_name = (const char *)info->ep.addr, *host_name;
+    const char *seg_name, *host_name;
     agg__tl_shm_t *t;
     size_t seg_size;
     char why[256];
     agg_status_t st;
 
-    /* the address: "segment\0host\0" within the endpoint's length */
-    if (info->ep.length < 4 || info->ep.length > sizeof(info->ep.addr) ||
-        memchr(seg_name, '\0', info->ep.length) == NULL) {
-        agg_error("group endpoint of %u bytes is not a shared-memory address", info->ep.length);
-        return AGG_ERR_GROUP_JOIN;
-    }
-    host_name = seg_name + strlen(seg_name) + 1;
-    if ((size_t)(host_name - seg_name) >= info->ep.length ||
-        memchr(host_name, '\0', info->ep.length - (size_t)(host_name - seg_name)) == NULL) {
-        agg_error("group endpoint names no host segment");
+    if (agg_dp_ep_parse(&info->ep, &seg_name, &host_name, why, sizeof(why)) != AGG_OK) {
+        agg_error("group endpoint: %s", why);
         return AGG_ERR_GROUP_JOIN;
     }
     t = calloc(1, sizeof(*t));
@@ -297,8 +289,16 @@ static void agg__tl_shm_busy(void *tlp)
     agg_wait_reset(&((agg__tl_shm_t *)tlp)->wait);
 }
 
+/* The rank's host memory only; results are copied out at complete(). */
+static void agg__tl_shm_query(agg_tl_attr_t *attr)
+{
+    *attr = (agg_tl_attr_t){.mem_types = 1u << AGG_MEM_HOST, .results_at_complete = 1};
+}
+
 const agg_tl_ops_t agg_tl_shm_ops = {
     .name     = "shm",
+    .type     = AGG_TL_SHM,
+    .query    = agg__tl_shm_query,
     .attach   = agg__tl_shm_attach,
     .detach   = agg__tl_shm_detach,
     .post     = agg__tl_shm_post,
@@ -308,9 +308,3 @@ const agg_tl_ops_t agg_tl_shm_ops = {
     .idle     = agg__tl_shm_idle,
     .busy     = agg__tl_shm_busy,
 };
-
-const agg_tl_ops_t *agg__tl_for(uint32_t transport)
-{
-    return transport == AGG_TL_SHM ? &agg_tl_shm_ops :
-           transport == AGG_TL_TCP ? &agg_tl_tcp_ops : NULL;
-}

@@ -436,8 +436,16 @@ static void agg__tl_tcp_forget(void *tlp, const agg_tl_frag_t *f)
     r->direct_bytes = 0;
 }
 
+/* Host memory; a result is read from the socket straight into dst as it arrives. */
+static void agg__tl_tcp_query(agg_tl_attr_t *attr)
+{
+    *attr = (agg_tl_attr_t){.mem_types = 1u << AGG_MEM_HOST, .results_at_complete = 0};
+}
+
 const agg_tl_ops_t agg_tl_tcp_ops = {
     .name     = "tcp",
+    .type     = AGG_TL_TCP,
+    .query    = agg__tl_tcp_query,
     .attach   = agg__tl_tcp_attach,
     .detach   = agg__tl_tcp_detach,
     .post     = agg__tl_tcp_post,

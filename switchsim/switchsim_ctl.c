@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agg/log.h"
+#include "agg/net.h"
 #include "agg/sock.h"
 
 #define SWITCHSIM_CTL_TIMEOUT_MS 5000
@@ -117,7 +118,6 @@ static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
     agg_wire_port_t *ports;
     switchsim_group_t *g = NULL;
     agg_status_t st = AGG_OK;
-    int n;
 
     if (len < sizeof(*cfg)) {
         st = AGG_ERR_PROTOCOL;
@@ -141,12 +141,18 @@ static agg_status_t switchsim__on_group_config(switchsim_t *sim, uint32_t txid,
     agg_wire_swap(members, AGG_FMT_MEMBER, cfg->num_members);
     agg_wire_swap(ports, AGG_FMT_PORT, cfg->num_ports);
     st = switchsim_group_create(sim, cfg, nodes, members, ports, &g);
+    /* members on this host: shared memory; elsewhere: the data port, if there is one */
     if (st == AGG_OK) {
-        /* shared memory here: the group's segment, then the host segment */
-        rep.endpoint.transport = AGG_TL_SHM;
-        n = snprintf((char *)rep.endpoint.addr, sizeof(rep.endpoint.addr), "%s%c%s",
-                     g->shm_name, '\0', sim->host_name);
-        rep.endpoint.length = (uint32_t)n + 1;
+        st = agg_dp_ep_format(&rep.here, g->shm_name, sim->host_name);
+    }
+    if (st == AGG_OK && sim->net != NULL) {
+        st = agg_net_ep_format(&rep.away, switchsim_net_addr(sim), cfg->group_id, cfg->tree,
+                               cfg->part);
+    }
+    if (st != AGG_OK && g != NULL) { /* laid out, but its address does not fit an endpoint */
+        agg_error("group %u: the endpoint of its part %u does not fit %zu bytes", cfg->group_id,
+                  cfg->part, sizeof(rep.here.addr));
+        switchsim_group_destroy(sim, cfg->group_id, (uint8_t)cfg->tree, cfg->part);
     }
 reply:
     rep.status = st;

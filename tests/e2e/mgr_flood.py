@@ -11,12 +11,22 @@ HELLO requests (type 1; body: kind, pid, a 64-byte host name). Exits 0 when
 the second peer was answered within 5 s and the first was dropped within
 20 s; prints what happened either way.
 """
+import os
+import re
 import socket
 import struct
 import sys
 import time
 
-MAGIC, VERSION, HELLO, HELLO_REPLY, TOOL = 0x4147474D, 5, 1, 2, 3
+
+def wire_version():
+    """The version these sources speak, read where it is declared."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "../../common/include/agg/wire.h")) as f:
+        return int(re.search(r"#define AGG_WIRE_VERSION\s+(\d+)", f.read()).group(1))
+
+
+MAGIC, VERSION, HELLO, HELLO_REPLY, TOOL = 0x4147474D, wire_version(), 1, 2, 3
 
 
 def hello(txid):

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "aggmgr.h"
+#include "agg/net.h"
 #include "agg/sock.h"
 
 /* ---- a switchsim on a socketpair ----------------------------------------- */
@@ -191,7 +192,11 @@ static void fake_on_config(fake_sim_t *fs, uint32_t txid, uint8_t *body, size_t 
     rep.group_id = rec.cfg.group_id;
     rep.tree     = rec.cfg.tree;
     if (answer == AGG_OK) {
-        fake_endpoint(&rep.endpoint, rec.cfg.group_id, rec.cfg.tree);
+        fake_endpoint(&rep.here, rec.cfg.group_id, rec.cfg.tree);
+        if (fs->am->sims[0].data_addr[0] != '\0') { /* as switchsim offers its data port */
+            agg_net_ep_format(&rep.away, fs->am->sims[0].data_addr, rec.cfg.group_id,
+                              rec.cfg.tree, rec.cfg.part);
+        }
     }
     agg_wire_swap(&rep, AGG_FMT_GROUP_CONFIG_REPLY, 1);
     agg_msg_send(fs->peer, AGG_MSG_GROUP_CONFIG_REPLY, txid, &rep, sizeof(rep), 5000);
@@ -716,9 +721,9 @@ static void check_config(const aggmgr_t *am, fake_sim_t *fs, const aggmgr_job_t 
     fake_endpoint(&ep, g->id, tree);
     assert_int_equal(gt->num_parts, 1);
     assert_int_equal(gt->num_eps, 1);
-    assert_int_equal(gt->parts[0].shm.transport, ep.transport);
-    assert_int_equal(gt->parts[0].shm.length, ep.length);
-    assert_memory_equal(gt->parts[0].shm.addr, ep.addr, ep.length);
+    assert_int_equal(gt->parts[0].here.transport, ep.transport);
+    assert_int_equal(gt->parts[0].here.length, ep.length);
+    assert_memory_equal(gt->parts[0].here.addr, ep.addr, ep.length);
 }
 
 /* ---- jobs ----------------------------------------------------------------- */
@@ -1215,8 +1220,8 @@ static void test_group_sat(void **state)
     for (i = 0; i < sat.cfg.num_nodes; ++i) {
         assert_true(sat.guid[i] == llt.guid[i]);
     }
-    assert_memory_not_equal(a->sat.parts[0].shm.addr, a->llt.parts[0].shm.addr,
-                            a->llt.parts[0].shm.length);
+    assert_memory_not_equal(a->sat.parts[0].here.addr, a->llt.parts[0].here.addr,
+                            a->llt.parts[0].here.length);
     /* a SAT flow on each of the 3 switches of its tree */
     assert_int_equal(a->sat.tree.num_nodes, 3);
     for (k = 0; k < a->sat.tree.num_nodes; ++k) {

@@ -147,12 +147,16 @@ DEFINE_LAYOUT(member, agg_wire_member_t, 8, MEMBER_LAYOUT)
     X(agg_msg_group_config_reply_t, group_id, 4, 4)                            \
     X(agg_msg_group_config_reply_t, tree, 8, 4)                                \
     X(agg_msg_group_config_reply_t, reserved, 12, 4)                           \
-    X(agg_msg_group_config_reply_t, endpoint.transport, 16, 4)                 \
-    X(agg_msg_group_config_reply_t, endpoint.length, 20, 4)                    \
-    X(agg_msg_group_config_reply_t, endpoint.addr, 24, 128)
-DEFINE_LAYOUT(group_config_reply, agg_msg_group_config_reply_t, 152,
+    X(agg_msg_group_config_reply_t, here.transport, 16, 4)                     \
+    X(agg_msg_group_config_reply_t, here.length, 20, 4)                        \
+    X(agg_msg_group_config_reply_t, here.addr, 24, 128)                        \
+    X(agg_msg_group_config_reply_t, away.transport, 152, 4)                    \
+    X(agg_msg_group_config_reply_t, away.length, 156, 4)                       \
+    X(agg_msg_group_config_reply_t, away.addr, 160, 128)
+DEFINE_LAYOUT(group_config_reply, agg_msg_group_config_reply_t, 288,
               GROUP_CONFIG_REPLY_LAYOUT)
-PIN_STATIC(agg_msg_group_config_reply_t, endpoint, 16, 136)
+PIN_STATIC(agg_msg_group_config_reply_t, here, 16, 136)
+PIN_STATIC(agg_msg_group_config_reply_t, away, 152, 136)
 
 #define GROUP_REF_LAYOUT(X)                                                    \
     X(agg_msg_group_ref_t, job_id, 0, 4)                                       \
@@ -439,7 +443,7 @@ static const struct_pin_t structs[] = {
     STRUCT(sim_report, agg_msg_sim_report_t, 72, AGG_FMT_SIM_REPORT),
     STRUCT(tree_node, agg_wire_tree_node_t, 16, AGG_FMT_TREE_NODE),
     STRUCT(member, agg_wire_member_t, 8, AGG_FMT_MEMBER),
-    STRUCT(group_config_reply, agg_msg_group_config_reply_t, 152,
+    STRUCT(group_config_reply, agg_msg_group_config_reply_t, 288,
            AGG_FMT_GROUP_CONFIG_REPLY),
     STRUCT(group_ref, agg_msg_group_ref_t, 16, AGG_FMT_GROUP_REF),
     STRUCT(job_create, agg_msg_job_create_t, 168, AGG_FMT_JOB_CREATE),
@@ -476,7 +480,7 @@ static const struct_pin_t structs[] = {
 
 /* Numbers both ends agree on: magics, versions, lengths, enum values, flag bits. */
 #define CONSTANTS(X)                                                           \
-    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 5)                       \
+    X(AGG_WIRE_MAGIC, 0x4147474d) X(AGG_WIRE_VERSION, 6)                       \
     X(AGG_WIRE_MAX_BODY, 1048576) X(AGG_WIRE_NAME_LEN, 64)                     \
     X(AGG_WIRE_EP_ADDR_LEN, 128)                                               \
     X(AGG_SIM_REPORT_LINK_DOWN, 1)                                             \
@@ -750,7 +754,7 @@ static void test_formats_match_structs(void **state)
     for (s = 0; s < NUM_STRUCTS; s++) {
         const struct_pin_t *sp = &structs[s];
         char letter[MAX_FIELDS];
-        uint8_t buf[256];
+        uint8_t buf[512];
 
         if (sp->fmt == NULL) {
             continue;
@@ -776,7 +780,7 @@ static void test_formats_match_structs(void **state)
 static void test_hdr_encode_bytes(void **state)
 {
     static const uint8_t want[16] = {0x41, 0x47, 0x47, 0x4d, /* "AGGM" */
-                                     0x00, 0x05,             /* version */
+                                     0x00, 0x06,             /* version */
                                      0x00, 0x09,             /* JOB_CREATE */
                                      0x01, 0x02, 0x03, 0x04, /* length */
                                      0xa1, 0xb2, 0xc3, 0xd4}; /* txid */
@@ -928,7 +932,7 @@ static void test_swap_every_format(void **state)
 
     for (s = 0; s < NUM_STRUCTS; s++) {
         const struct_pin_t *sp = &structs[s];
-        uint8_t orig[256], buf[256];
+        uint8_t orig[512], buf[512];
         char letter[MAX_FIELDS];
 
         if (sp->fmt == NULL) {
@@ -985,7 +989,8 @@ static void test_hdr_decode_checks(void **state)
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 2, 0), AGG_ERR_VERSION); /* before shared_adapters */
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 3, 0), AGG_ERR_VERSION); /* before TCP members */
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 4, 0), AGG_ERR_VERSION); /* before SIM_REPORT */
-    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 6, 0), AGG_ERR_VERSION);
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 5, 0), AGG_ERR_VERSION); /* aggmgr wrote TCP endpoints */
+    assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 7, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(AGG_WIRE_MAGIC, 0x0100, 0), AGG_ERR_VERSION);
     assert_int_equal(decode_raw(0, AGG_WIRE_VERSION, 0), AGG_ERR_PROTOCOL);
     /* a host-order (unswapped) magic is not accepted */
@@ -1002,7 +1007,7 @@ static void test_hdr_decode_checks(void **state)
 
 static void test_msg_roundtrip(void **state)
 {
-    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x05, 0x00, 0x01,
+    static const uint8_t want_hdr[16] = {0x41, 0x47, 0x47, 0x4d, 0x00, 0x06, 0x00, 0x01,
                                          0x00, 0x00, 0x00, 0x48, 0x00, 0x00, 0x00, 0x4d};
     agg_msg_hello_t hello = {.kind = AGG_PEER_SIM, .pid = 31337}, got;
     agg_msg_hdr_t hdr;
@@ -1410,12 +1415,12 @@ static void test_stats_print(void **state)
     }
 }
 
-/* TCP endpoints: what aggmgr writes, members read back; anything else is refused. */
+/* TCP endpoints: what switchsim offers, members read back; anything else is refused. */
 static void test_net_endpoint(void **state)
 {
-    char buf[AGG_WIRE_EP_ADDR_LEN], why[256];
+    agg_wire_endpoint_t w;
+    char why[256];
     agg_net_ep_t ep;
-    size_t len;
     static const char *const bad[] = {"10.0.0.1:7126", "10.0.0.1/g1/t0/p0", "10.0.0.1:0/g1/t0/p0",
                                       "10.0.0.1:7126/g1/t0", "10.0.0.1:7126/g1/t0/p0x",
                                       ":7126/g1/t0/p0", "[::1:7126/g1/t0/p0",
@@ -1423,19 +1428,22 @@ static void test_net_endpoint(void **state)
     size_t i;
 
     (void)state;
-    len = agg_net_ep_format(buf, sizeof(buf), "10.77.0.3:7126", 42, 1, 3);
-    assert_int_equal(len, strlen("10.77.0.3:7126/g42/t1/p3") + 1);
-    assert_int_equal(agg_net_ep_parse(buf, len, &ep, why, sizeof(why)), AGG_OK);
+    assert_int_equal(agg_net_ep_format(&w, "10.77.0.3:7126", 42, 1, 3), AGG_OK);
+    assert_int_equal(w.transport, AGG_TL_TCP);
+    assert_int_equal(w.length, strlen("10.77.0.3:7126/g42/t1/p3") + 1);
+    assert_int_equal(agg_net_ep_parse(w.addr, w.length, &ep, why, sizeof(why)), AGG_OK);
     assert_string_equal(ep.host, "10.77.0.3");
     assert_int_equal(ep.port, 7126);
     assert_int_equal(ep.group_id, 42);
     assert_int_equal(ep.tree, 1);
     assert_int_equal(ep.part, 3);
-    len = agg_net_ep_format(buf, sizeof(buf), "[fd00::2]:7126", 7, 0, 0);
-    assert_int_equal(agg_net_ep_parse(buf, len, &ep, why, sizeof(why)), AGG_OK);
+    assert_int_equal(agg_net_ep_format(&w, "[fd00::2]:7126", 7, 0, 0), AGG_OK);
+    assert_int_equal(agg_net_ep_parse(w.addr, w.length, &ep, why, sizeof(why)), AGG_OK);
     assert_string_equal(ep.host, "fd00::2");
     /* too long to fit is said, not cut */
-    assert_int_equal(agg_net_ep_format(buf, 8, "10.77.0.3:7126", 42, 1, 3), 0);
+    memset(why, 'x', sizeof(why));
+    why[sizeof(w.addr)] = '\0';
+    assert_int_equal(agg_net_ep_format(&w, why, 42, 1, 3), AGG_ERR_PARSE);
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); ++i) {
         why[0] = '\0';
         assert_int_equal(agg_net_ep_parse(bad[i], strlen(bad[i]) + 1, &ep, why, sizeof(why)),
@@ -1445,6 +1453,36 @@ static void test_net_endpoint(void **state)
     /* no NUL within the length */
     assert_int_equal(agg_net_ep_parse("10.0.0.1:1/g1/t0/p0", 5, &ep, why, sizeof(why)),
                      AGG_ERR_PARSE);
+}
+
+/* Shared-memory endpoints: two names, each with its NUL, within the length. */
+static void test_shm_endpoint(void **state)
+{
+    agg_wire_endpoint_t w;
+    const char *seg, *host;
+    char why[256], name[AGG_WIRE_EP_ADDR_LEN];
+
+    (void)state;
+    assert_int_equal(agg_dp_ep_format(&w, "/agg-g7-t0-p0", "/agg-host-1"), AGG_OK);
+    assert_int_equal(w.transport, AGG_TL_SHM);
+    assert_int_equal(agg_dp_ep_parse(&w, &seg, &host, why, sizeof(why)), AGG_OK);
+    assert_string_equal(seg, "/agg-g7-t0-p0");
+    assert_string_equal(host, "/agg-host-1");
+    /* names that do not fit are refused, not cut */
+    memset(name, 'n', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    assert_int_equal(agg_dp_ep_format(&w, name, "/h"), AGG_ERR_PARSE);
+    /* one name only, a length beyond the address, no NUL: refused with a reason */
+    assert_int_equal(agg_dp_ep_format(&w, "/seg", "/host"), AGG_OK);
+    w.length = 5;
+    why[0] = '\0';
+    assert_int_equal(agg_dp_ep_parse(&w, &seg, &host, why, sizeof(why)), AGG_ERR_PARSE);
+    assert_true(why[0] != '\0');
+    w.length = sizeof(w.addr) + 1;
+    assert_int_equal(agg_dp_ep_parse(&w, &seg, &host, why, sizeof(why)), AGG_ERR_PARSE);
+    memset(w.addr, 'a', sizeof(w.addr));
+    w.length = sizeof(w.addr);
+    assert_int_equal(agg_dp_ep_parse(&w, &seg, &host, why, sizeof(why)), AGG_ERR_PARSE);
 }
 
 int main(void)
@@ -1468,6 +1506,7 @@ int main(void)
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_stats_print),
         cmocka_unit_test(test_net_endpoint),
+        cmocka_unit_test(test_shm_endpoint),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

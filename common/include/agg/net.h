@@ -30,6 +30,7 @@
 
 #include "agg/frag.h"
 #include "agg/status.h"
+#include "agg/wire.h"
 
 #define AGG_NET_MAGIC 0x324e4741u /* "AGN2": the layout below (AGNT before the fragment desc) */
 
@@ -86,9 +87,9 @@ typedef struct agg_net_ep {
     uint32_t part;
 } agg_net_ep_t;
 
-/* Writes an endpoint address; returns its length with the NUL, 0 when it does not fit. */
-size_t agg_net_ep_format(char *buf, size_t len, const char *addr, uint32_t group_id,
-                         uint32_t tree, uint32_t part);
+/* The endpoint of a group's part at switchsim's data port addr; AGG_ERR_PARSE: too long. */
+agg_status_t agg_net_ep_format(agg_wire_endpoint_t *ep, const char *addr, uint32_t group_id,
+                               uint32_t tree, uint32_t part);
 
 /* Parses one (len bytes, NUL within); AGG_ERR_PARSE with why saying what is wrong. */
 agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, char *why,

@@ -24,7 +24,7 @@
 #include "agg/status.h"
 
 #define AGG_WIRE_MAGIC    0x4147474du /* "AGGM" */
-#define AGG_WIRE_VERSION  5
+#define AGG_WIRE_VERSION  6
 #define AGG_WIRE_MAX_BODY (1u << 20)   /* larger bodies are a protocol error */
 #define AGG_WIRE_NAME_LEN 64
 
@@ -185,7 +185,10 @@ typedef struct agg_msg_group_config_reply {
     uint32_t            group_id;
     uint32_t            tree;
     uint32_t            reserved;
-    agg_wire_endpoint_t endpoint; /* where the members attach */
+    /* where the members attach, as switchsim offers: its own host's members at
+       `here`, the others at `away` (transport 0: it has no data port) */
+    agg_wire_endpoint_t here;
+    agg_wire_endpoint_t away;
 } agg_msg_group_config_reply_t;
 
 /* agg_msg_sim_report_t.what */
@@ -334,7 +337,7 @@ typedef enum agg_tree_type {
 #define AGG_FMT_PORT               "lllls"
 #define AGG_FMT_SIM_REPORT         "lls"
 #define AGG_FMT_MEMBER             "ll"
-#define AGG_FMT_GROUP_CONFIG_REPLY "llllllss"
+#define AGG_FMT_GROUP_CONFIG_REPLY "llllllssllss"
 #define AGG_FMT_GROUP_REF          "llll"
 #define AGG_FMT_JOB_CREATE         "qllllllllss"
 #define AGG_FMT_JOB_CREATE_REPLY   "llllllllqllll"

@@ -397,6 +397,17 @@ agg_status_t agg_dp_check(const void *mem, size_t size, char *why, size_t whylen
 /* Checks a mapped host segment the same way (AGG_ERR_GROUP_JOIN). */
 agg_status_t agg_dp_host_check(const void *mem, size_t size, char *why, size_t whylen);
 
+/*
+ * The endpoint (AGG_TL_SHM) a member on switchsim's host attaches to: the
+ * group segment's shared-memory name, then the host segment's, each with
+ * its NUL. AGG_ERR_PARSE: the names do not fit.
+ */
+agg_status_t agg_dp_ep_format(agg_wire_endpoint_t *ep, const char *seg, const char *host);
+
+/* The two names of such an endpoint, pointing into it; AGG_ERR_PARSE with why. */
+agg_status_t agg_dp_ep_parse(const agg_wire_endpoint_t *ep, const char **seg,
+                             const char **host, char *why, size_t whylen);
+
 /* ---- driving it ------------------------------------------------------- */
 
 /*
