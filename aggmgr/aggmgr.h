@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include "agg/auth.h"
 #include "agg/conf.h"
+#include "agg/loop.h"
+#include "agg/txq.h"
 #include "agg/wire.h"
 #include "aggmgr_topo.h"
 #include "aggmgr_tree.h"
@@ -30,9 +32,7 @@ typedef struct aggmgr_conn {
     size_t        rx_cap;
     /* what the socket did not take yet, written by the event loop on POLLOUT:
        a peer that stops reading holds up nobody */
-    uint8_t      *tx;
-    size_t        tx_off, tx_len, tx_cap;
-    int64_t       tx_moved_ms; /* when the socket last took something, while pending */
+    agg_txq_t     txq;
 } aggmgr_conn_t;
 
 /* Resources of one aggregation node (a switch). */
@@ -182,7 +182,8 @@ typedef struct aggmgr {
     char           listen_addr[280];
     int            off_loopback;      /* peers prove the shared secret before they talk */
     agg_auth_t     auth;
-    int            auth_pipe[2];      /* connections that passed, from the checking threads */
+    agg_loop_t    *loop;              /* the server's event loop (aggmgr_server.c) */
+    volatile int  *reload;            /* set by SIGHUP */
     aggmgr_conn_t  conns[AGGMGR_MAX_CONNS];
     int            num_conns;
     aggmgr_sim_t   sims[AGGMGR_MAX_SIMS];

@@ -1,9 +1,10 @@
 /*
- * The control server: one poll() loop over the listening socket and every
- * peer. A request is answered at once, or, when switchsims must act on it
- * first (a group, the counters), once they have (aggmgr_simreq.c): the loop
- * never waits on one peer. A peer that sends a malformed message gets an
- * error reply and is disconnected.
+ * The control server, on the daemons' event loop (agg/loop.h): the
+ * listening socket and every peer are watched there. A request is answered
+ * at once, or, when switchsims must act on it first (a group, the
+ * counters), once they have (aggmgr_simreq.c): the loop never waits on one
+ * peer. Answers go through each connection's send queue (agg/txq.h). A peer
+ * that sends a malformed message gets an error reply and is disconnected.
  */
 #include "aggmgr.h"
 
@@ -45,7 +46,6 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
         socklen_t sl = sizeof(ss);
         char why[256];
 
-        am->auth_pipe[0] = am->auth_pipe[1] = -1;
         am->off_loopback = getsockname(am->listen_fd, (struct sockaddr *)&ss, &sl) != 0 ||
                            !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
         if (am->off_loopback) {
@@ -55,10 +55,6 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
                 snprintf(why, sizeof(why), "aggmgr listens on %s, not loopback: set "
                          "AGG_AM_SECRET or am_key_file (every peer must prove it)", addr);
                 st = AGG_ERR_CONFIG;
-            }
-            if (st == AGG_OK && pipe2(am->auth_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-                snprintf(why, sizeof(why), "pipe: %s", strerror(errno));
-                st = AGG_ERR_IO;
             }
             if (st != AGG_OK) {
                 agg_error("%s", why);
@@ -74,80 +70,39 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
 
 /* ---- sending: never waiting on a peer ------------------------------------ */
 
-/* Writes what waits; 0, or -1 when the peer is gone (errno). */
-static int aggmgr__conn_flush(aggmgr_conn_t *c)
+static aggmgr_conn_t *aggmgr__conn_of(aggmgr_t *am, int fd)
 {
-    while (c->tx_off < c->tx_len) {
-        ssize_t n = send(c->fd, c->tx + c->tx_off, c->tx_len - c->tx_off,
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
+    int i;
 
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    for (i = 0; i < am->num_conns; ++i) {
+        if (am->conns[i].fd == fd) {
+            return &am->conns[i];
         }
-        c->tx_off     += (size_t)n;
-        c->tx_moved_ms = agg_time_ms();
     }
-    c->tx_off = c->tx_len = 0;
-    return 0;
+    return NULL;
 }
 
 agg_status_t aggmgr_conn_send(aggmgr_t *am, int fd, uint16_t type, uint32_t txid,
                               const void *body, size_t len)
 {
-    aggmgr_conn_t *c = NULL;
+    aggmgr_conn_t *c = aggmgr__conn_of(am, fd);
     agg_msg_hdr_t hdr;
-    size_t need;
-    int i;
+    agg_status_t st;
 
-    for (i = 0; i < am->num_conns && c == NULL; ++i) {
-        if (am->conns[i].fd == fd) {
-            c = &am->conns[i];
-        }
-    }
     if (c == NULL) {
         return agg_msg_send(fd, type, txid, body, len, AGGMGR_IO_TIMEOUT_MS);
     }
     if (len > AGG_WIRE_MAX_BODY) {
         return AGG_ERR_INVALID_PARAM;
     }
-    need = c->tx_len - c->tx_off + sizeof(hdr) + len;
-    if (need > AGGMGR_TX_MAX) {
+    agg_wire_hdr_encode(&hdr, type, (uint32_t)len, txid);
+    st = agg_txq_send(&c->txq, fd, &hdr, sizeof(hdr), body, len, AGG_TXQ_COPY);
+    if (st == AGG_ERR_NO_RESOURCE) {
         agg_warn("peer fd %d (pid %u) reads nothing: %zu bytes wait for it", fd, c->pid,
-                 c->tx_len - c->tx_off);
+                 c->txq.bytes);
         return AGG_ERR_IO;
     }
-    if (c->tx_off > 0 && c->tx_len + sizeof(hdr) + len > c->tx_cap) {
-        memmove(c->tx, c->tx + c->tx_off, c->tx_len - c->tx_off);
-        c->tx_len -= c->tx_off;
-        c->tx_off  = 0;
-    }
-    if (c->tx_len + sizeof(hdr) + len > c->tx_cap) {
-        size_t cap = c->tx_cap ? c->tx_cap : 4096;
-        uint8_t *p;
-
-        while (cap < c->tx_len + sizeof(hdr) + len) {
-            cap *= 2;
-        }
-        p = realloc(c->tx, cap);
-        if (p == NULL) {
-            return AGG_ERR_NO_MEMORY;
-        }
-        c->tx     = p;
-        c->tx_cap = cap;
-    }
-    if (c->tx_off == c->tx_len) {
-        c->tx_moved_ms = agg_time_ms(); /* nothing waited: its clock starts now */
-    }
-    agg_wire_hdr_encode(&hdr, type, (uint32_t)len, txid);
-    memcpy(c->tx + c->tx_len, &hdr, sizeof(hdr));
-    if (len > 0) {
-        memcpy(c->tx + c->tx_len + sizeof(hdr), body, len);
-    }
-    c->tx_len += sizeof(hdr) + len;
-    return aggmgr__conn_flush(c) == 0 ? AGG_OK : AGG_ERR_IO;
+    return st;
 }
 
 static agg_status_t aggmgr__send_status(aggmgr_t *am, int fd, uint16_t type, uint32_t txid,
@@ -673,9 +628,8 @@ static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
     return st;
 }
 
-static void aggmgr__conn_close(aggmgr_t *am, int idx)
+static void aggmgr__conn_close(aggmgr_t *am, aggmgr_conn_t *c)
 {
-    aggmgr_conn_t *c = &am->conns[idx];
     int fd = c->fd, sim = aggmgr_sim_of_fd(am, fd);
 
     if (sim >= 0) {
@@ -683,68 +637,140 @@ static void aggmgr__conn_close(aggmgr_t *am, int idx)
     } else {
         aggmgr_conn_release(am, fd);
     }
-    aggmgr__conn_flush(c); /* a last answer (a refusal, say) goes if it can */
+    agg_txq_flush(&c->txq, fd); /* a last answer (a refusal, say) goes if it can */
+    agg_loop_del(am->loop, fd, am);
     close(fd);
     free(c->rx);
-    free(c->tx);
-    am->conns[idx] = am->conns[--am->num_conns];
+    agg_txq_free(&c->txq); /* the loop's want_out points here: the slot stays put */
+    memset(c, 0, sizeof(*c));
+    c->fd = -1;
+    while (am->num_conns > 0 && am->conns[am->num_conns - 1].fd < 0) {
+        am->num_conns--;
+    }
 }
 
-typedef struct aggmgr__auth_job {
-    aggmgr_t *am;
-    int       fd;
-    char      peer[64];
-} aggmgr__auth_job_t;
-
-/*
- * The shared-secret check of one new connection, in a thread of its own so
- * that a slow or silent peer holds up nobody; a peer that passes goes to the
- * event loop through the pipe, one that fails is logged and closed.
- */
-#define AGGMGR_MAX_CHECKS 64 /* connections proving the secret at once */
-static unsigned aggmgr__checks;  /* atomic */
-
-static void *aggmgr__auth_main(void *arg)
+/* A peer's socket: what waits for it goes out, what it sent comes in. */
+static void aggmgr__on_conn(agg_loop_t *loop, int fd, short revents, void *arg)
 {
-    aggmgr__auth_job_t *job = arg;
-    char why[256] = "";
+    aggmgr_t *am = arg;
+    aggmgr_conn_t *c = aggmgr__conn_of(am, fd);
+    const char *why = NULL;
 
-    if (agg_auth_server(job->fd, &job->am->auth, AGGMGR_IO_TIMEOUT_MS, why, sizeof(why)) ==
-        AGG_OK) {
-        if (write(job->am->auth_pipe[1], &job->fd, sizeof(job->fd)) ==
-            (ssize_t)sizeof(job->fd)) {
-            job->fd = -1;
-        } else {
-            snprintf(why, sizeof(why), "cannot hand it to the main loop: %s", strerror(errno));
+    (void)loop;
+    if (c == NULL) {
+        return;
+    }
+    if (agg_txq_poll(&c->txq, fd, revents, AGGMGR_IO_TIMEOUT_MS, &why) != 0) {
+        agg_warn("dropping peer fd %d (pid %u): %s", fd, c->pid, why);
+        aggmgr__conn_close(am, c);
+        return;
+    }
+    if ((revents & ~POLLOUT) != 0 && aggmgr__conn_read(am, c) != AGG_OK) {
+        aggmgr__conn_close(am, c);
+    }
+}
+
+/* Every half second: a peer that takes nothing of what waits for it goes. */
+static int aggmgr__stalled(agg_loop_t *loop, void *arg)
+{
+    aggmgr_t *am = arg;
+    const char *why = NULL;
+    int i;
+
+    (void)loop;
+    for (i = am->num_conns - 1; i >= 0; --i) {
+        aggmgr_conn_t *c = &am->conns[i];
+
+        if (c->fd >= 0 && agg_txq_poll(&c->txq, c->fd, 0, AGGMGR_IO_TIMEOUT_MS, &why) != 0) {
+            agg_warn("dropping peer fd %d (pid %u): %s", c->fd, c->pid, why);
+            aggmgr__conn_close(am, c);
         }
     }
-    if (job->fd >= 0) {
-        agg_warn("connection from %s refused: %s", job->peer, why);
-        close(job->fd);
-    }
-    __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
-    free(job);
-    return NULL;
+    return 500;
 }
 
 static void aggmgr__add_conn(aggmgr_t *am, int fd)
 {
-    if (am->num_conns >= AGGMGR_MAX_CONNS) {
+    aggmgr_conn_t *c = NULL;
+    int i;
+
+    for (i = 0; i < am->num_conns && c == NULL; ++i) {
+        if (am->conns[i].fd < 0) {
+            c = &am->conns[i]; /* a closed one's slot */
+        }
+    }
+    if (c == NULL && am->num_conns >= AGGMGR_MAX_CONNS) {
         agg_warn("too many connections (%d); refusing one", am->num_conns);
         close(fd);
         return;
     }
+    if (c == NULL) {
+        c = &am->conns[am->num_conns];
+    }
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    if (agg_txq_init(&c->txq, 16, 1u << 16, AGGMGR_TX_MAX, am->loop, NULL, 0) != AGG_OK ||
+        agg_loop_add(am->loop, fd, POLLIN, &c->txq.pending, aggmgr__on_conn, am) != AGG_OK) {
+        agg_warn("no room for another connection; refusing one");
+        agg_txq_free(&c->txq);
+        c->fd = -1;
+        close(fd);
+        return;
+    }
     agg_sock_nodelay(fd);
-    memset(&am->conns[am->num_conns], 0, sizeof(am->conns[0]));
-    am->conns[am->num_conns++].fd = fd;
+    if (c == &am->conns[am->num_conns]) {
+        am->num_conns++;
+    }
 }
 
-static void aggmgr__accept(aggmgr_t *am)
+/*
+ * The shared-secret check of one new connection, on a thread of its own so
+ * that a slow or silent peer holds up nobody; a peer that passes joins the
+ * loop, one that fails is logged and closed.
+ */
+#define AGGMGR_MAX_CHECKS 64 /* connections proving the secret at once */
+
+typedef struct aggmgr__auth_job {
+    aggmgr_t    *am;
+    int          fd;
+    agg_status_t st;
+    char         peer[64];
+    char         why[256];
+} aggmgr__auth_job_t;
+
+static void aggmgr__auth_work(agg_loop_t *loop, void *arg)
 {
+    aggmgr__auth_job_t *job = arg;
+
+    (void)loop;
+    job->st = agg_auth_server(job->fd, &job->am->auth, AGGMGR_IO_TIMEOUT_MS, job->why,
+                              sizeof(job->why));
+}
+
+static void aggmgr__auth_done(agg_loop_t *loop, void *arg)
+{
+    aggmgr__auth_job_t *job = arg;
+
+    (void)loop;
+    if (job->st == AGG_OK && job->am->listen_fd >= 0) { /* not shutting down */
+        aggmgr__add_conn(job->am, job->fd);
+    } else {
+        agg_warn("connection from %s refused: %s", job->peer, job->why);
+        close(job->fd);
+    }
+    free(job);
+}
+
+static void aggmgr__on_listen(agg_loop_t *loop, int lfd, short revents, void *arg)
+{
+    aggmgr_t *am = arg;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    int fd = accept4(am->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+    aggmgr__auth_job_t *job;
+    int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+    agg_status_t st;
 
+    (void)revents;
     if (fd < 0) {
         if (errno != EAGAIN && errno != EINTR) {
             agg_warn("accept failed: %s", strerror(errno));
@@ -753,39 +779,26 @@ static void aggmgr__accept(aggmgr_t *am)
     }
     /* off loopback a peer proves the secret first (a local one never does: both
        ends decide from the other's address) */
-    if (am->off_loopback && !agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
-        aggmgr__auth_job_t *job;
-        pthread_attr_t attr;
-        pthread_t t;
-
-        if (__atomic_fetch_add(&aggmgr__checks, 1, __ATOMIC_RELAXED) >= AGGMGR_MAX_CHECKS) {
-            __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
-            agg_warn("%d connections are proving the secret already; refusing one",
-                     AGGMGR_MAX_CHECKS);
-            close(fd);
-            return;
-        }
-        job = calloc(1, sizeof(*job));
-        if (job == NULL) {
-            __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
-            close(fd);
-            return;
-        }
-        job->am = am;
-        job->fd = fd;
-        agg_sock_addr_string((struct sockaddr *)&ss, job->peer, sizeof(job->peer));
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &attr, aggmgr__auth_main, job) != 0) {
-            agg_warn("cannot check the connection from %s; refusing it", job->peer);
-            __atomic_fetch_sub(&aggmgr__checks, 1, __ATOMIC_RELAXED);
-            close(fd);
-            free(job);
-        }
-        pthread_attr_destroy(&attr);
+    if (!am->off_loopback || agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
+        aggmgr__add_conn(am, fd);
         return;
     }
-    aggmgr__add_conn(am, fd);
+    job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        close(fd);
+        return;
+    }
+    job->am = am;
+    job->fd = fd;
+    agg_sock_addr_string((struct sockaddr *)&ss, job->peer, sizeof(job->peer));
+    st = agg_loop_spawn(loop, AGGMGR_MAX_CHECKS, aggmgr__auth_work, aggmgr__auth_done, job);
+    if (st != AGG_OK) {
+        agg_warn("%s; refusing the connection from %s", st == AGG_ERR_NO_RESOURCE ?
+                 "64 connections are proving the secret already" : "no thread to check it",
+                 job->peer);
+        close(fd);
+        free(job);
+    }
 }
 
 static void aggmgr__reload(aggmgr_t *am)
@@ -808,75 +821,39 @@ static void aggmgr__reload(aggmgr_t *am)
     agg_info("SIGHUP: reloadable settings reloaded");
 }
 
+/* The switchsims that did not answer in time; SIGHUP. */
+static int aggmgr__tick(agg_loop_t *loop, void *arg)
+{
+    aggmgr_t *am = arg;
+    int next;
+
+    (void)loop;
+    if (*am->reload) {
+        *am->reload = 0;
+        aggmgr__reload(am);
+    }
+    next = aggmgr_sims_expire(am);
+    return next >= 0 && next < 100 ? next : 100;
+}
+
 agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload)
 {
-    struct pollfd pfds[AGGMGR_MAX_CONNS + 2];
-    int n, i, rc, next;
+    agg_status_t st;
 
-    while (!*stop) {
-        if (*reload) {
-            *reload = 0;
-            aggmgr__reload(am);
-        }
-        pfds[0].fd     = am->listen_fd;
-        pfds[0].events = POLLIN;
-        for (i = 0; i < am->num_conns; ++i) {
-            pfds[i + 1].fd     = am->conns[i].fd;
-            pfds[i + 1].events = POLLIN;
-            if (am->conns[i].tx_off < am->conns[i].tx_len) {
-                pfds[i + 1].events |= POLLOUT;
-            }
-        }
-        n  = am->num_conns;
-        pfds[n + 1].fd     = am->off_loopback ? am->auth_pipe[0] : -1;
-        pfds[n + 1].events = POLLIN;
-        next = aggmgr_sims_expire(am); /* switchsims that did not answer in time */
-        rc   = poll(pfds, (nfds_t)n + 2, next >= 0 && next < 500 ? next : 500);
-        if (rc < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            agg_error("poll failed: %s", strerror(errno));
-            return AGG_ERR_IO;
-        }
-        /* Walk backwards: closing swaps the last connection into the hole. */
-        for (i = n - 1; i >= 0; --i) {
-            aggmgr_conn_t *c = &am->conns[i];
-
-            if (c->tx_off < c->tx_len) {
-                const char *why = NULL;
-
-                if ((pfds[i + 1].revents & POLLOUT) && aggmgr__conn_flush(c) != 0) {
-                    why = strerror(errno);
-                } else if (c->tx_off < c->tx_len &&
-                           agg_time_ms() - c->tx_moved_ms > AGGMGR_IO_TIMEOUT_MS) {
-                    why = "it read nothing of what waits for it for 2 s";
-                }
-                if (why != NULL) {
-                    agg_warn("dropping peer fd %d (pid %u): %s", c->fd, c->pid, why);
-                    aggmgr__conn_close(am, i);
-                    continue;
-                }
-            }
-            if ((pfds[i + 1].revents & ~POLLOUT) == 0) {
-                continue;
-            }
-            if (aggmgr__conn_read(am, c) != AGG_OK) {
-                aggmgr__conn_close(am, i);
-            }
-        }
-        if (pfds[0].revents & POLLIN) {
-            aggmgr__accept(am);
-        }
-        if (pfds[n + 1].revents & POLLIN) {
-            int fd;
-
-            while (read(am->auth_pipe[0], &fd, sizeof(fd)) == (ssize_t)sizeof(fd)) {
-                aggmgr__add_conn(am, fd);
-            }
-        }
+    am->reload = reload;
+    st = agg_loop_create(&am->loop, AGGMGR_MAX_CONNS + 1);
+    if (st == AGG_OK) {
+        st = agg_loop_add(am->loop, am->listen_fd, POLLIN, NULL, aggmgr__on_listen, am);
     }
-    return AGG_OK;
+    if (st == AGG_OK && (agg_loop_timer(am->loop, 100, aggmgr__tick, am) < 0 ||
+                         agg_loop_timer(am->loop, 500, aggmgr__stalled, am) < 0)) {
+        st = AGG_ERR_NO_MEMORY;
+    }
+    if (st != AGG_OK) {
+        agg_error("cannot start the event loop: %s", agg_status_string(st));
+        return st;
+    }
+    return agg_loop_run(am->loop, stop);
 }
 
 void aggmgr_server_close(aggmgr_t *am)
@@ -900,9 +877,13 @@ void aggmgr_server_close(aggmgr_t *am)
     am->reqs     = NULL;
     am->num_reqs = am->cap_reqs = 0;
     while (am->num_conns > 0) {
-        --am->num_conns;
-        close(am->conns[am->num_conns].fd);
-        free(am->conns[am->num_conns].rx);
+        aggmgr_conn_t *c = &am->conns[--am->num_conns];
+
+        if (c->fd >= 0) {
+            close(c->fd);
+            free(c->rx);
+            agg_txq_free(&c->txq);
+        }
     }
     for (int i = 0; i < am->num_sims; ++i) {
         am->sims[i].fd = -1;
@@ -911,10 +892,6 @@ void aggmgr_server_close(aggmgr_t *am)
         close(am->listen_fd);
         am->listen_fd = -1;
     }
-    for (int i = 0; i < 2; ++i) {
-        if (am->off_loopback && am->auth_pipe[i] >= 0) {
-            close(am->auth_pipe[i]);
-            am->auth_pipe[i] = -1;
-        }
-    }
+    agg_loop_destroy(am->loop); /* waits for secret checks still running */
+    am->loop = NULL;
 }

@@ -156,7 +156,6 @@ int main(int argc, char **argv)
     am.ans     = calloc((size_t)am.topo.num_nodes, sizeof(*am.ans));
     am.ca_busy = calloc((size_t)am.topo.num_cas, 1);
     am.listen_fd = -1;
-    am.auth_pipe[0] = am.auth_pipe[1] = -1;
     if (am.ans == NULL || am.ca_busy == NULL) {
         fprintf(stderr, "aggmgr: out of memory\n");
         goto out;

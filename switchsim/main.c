@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "agg/log.h"
+#include "agg/loop.h"
 #include "agg/shm.h"
 #include "agg/sock.h"
 #include "switchsim.h"
@@ -60,6 +60,92 @@ static void switchsim_write_stats(switchsim_t *sim, const char *path)
     fclose(f);
 }
 
+/* The control link's loop: aggmgr's requests, SIGHUP, locks of dead holders. */
+typedef struct switchsim_ctl_loop {
+    switchsim_t *sim;
+    const char  *config, *am; /* how the settings were given, for a reload */
+    int64_t      reaped_ms;
+    agg_status_t st;          /* why the loop stopped */
+} switchsim_ctl_loop_t;
+
+static void switchsim_on_ctl(agg_loop_t *loop, int fd, short revents, void *arg)
+{
+    switchsim_ctl_loop_t *cl = arg;
+    agg_status_t st = switchsim_ctl_handle(cl->sim);
+
+    (void)loop;
+    (void)fd;
+    (void)revents;
+    if (st == AGG_ERR_IO) {
+        agg_error("aggmgr closed the control connection; shutting down");
+        cl->st = st;
+        switchsim_stop_flag = 1;
+    } else if (st != AGG_OK) {
+        agg_error("control message failed: %s", agg_status_string(st));
+    }
+}
+
+static void switchsim_reload(switchsim_ctl_loop_t *cl)
+{
+    static agg_conf_t fresh;
+    char err[512];
+
+    if (agg_conf_load(&fresh, cl->config, environ, err, sizeof(err)) == AGG_OK &&
+        (cl->am == NULL || agg_conf_set(&fresh, AGG_CONF_AM_ADDR, cl->am, AGG_CONF_SRC_CMDLINE,
+                                        "--am", err, sizeof(err)) == AGG_OK)) {
+        agg_log_set_level((int)agg_conf_int(&fresh, AGG_CONF_LOG_LEVEL));
+        switchsim_ctl_wrlock(cl->sim);
+        cl->sim->conf = fresh;
+        pthread_rwlock_unlock(&cl->sim->lock);
+        agg_info("configuration reloaded");
+    } else {
+        agg_error("reload failed, keeping the old settings: %s", err);
+    }
+}
+
+static int switchsim_on_tick(agg_loop_t *loop, void *arg)
+{
+    switchsim_ctl_loop_t *cl = arg;
+    switchsim_t *sim = cl->sim;
+
+    (void)loop;
+    if (switchsim_reload_flag) {
+        switchsim_reload_flag = 0;
+        switchsim_reload(cl);
+    }
+    /* a SAT lock whose holder died goes back, at most this much later, however
+       busy the control link is; not waiting for the lock while a round or ten
+       may pass: a writer waiting holds up every reader behind it, among them a
+       thread sending on a full socket's behalf */
+    if (pthread_rwlock_trywrlock(&sim->lock) == 0 ||
+        (agg_time_ms() - cl->reaped_ms >= 10 * SWITCHSIM_REAP_MS &&
+         pthread_rwlock_wrlock(&sim->lock) == 0)) {
+        switchsim_an_reap_locks(sim);
+        pthread_rwlock_unlock(&sim->lock);
+        cl->reaped_ms = agg_time_ms();
+    }
+    switchsim_ctl_report(sim);
+    return SWITCHSIM_REAP_MS;
+}
+
+static agg_status_t switchsim_ctl_run(switchsim_ctl_loop_t *cl)
+{
+    agg_loop_t *loop;
+    agg_status_t st = agg_loop_create(&loop, 1);
+
+    if (st == AGG_OK) {
+        st = agg_loop_add(loop, cl->sim->am_fd, POLLIN, NULL, switchsim_on_ctl, cl);
+    }
+    if (st == AGG_OK && agg_loop_timer(loop, 0, switchsim_on_tick, cl) < 0) {
+        st = AGG_ERR_NO_MEMORY;
+    }
+    if (st == AGG_OK) {
+        st = agg_loop_run(loop, &switchsim_stop_flag);
+    }
+    agg_loop_destroy(loop);
+    return st != AGG_OK ? st : cl->st;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -76,8 +162,6 @@ int main(int argc, char **argv)
     agg_am_target_t target;
     char err[512];
     int ready_fd = -1, c, rc = 1;
-    int64_t reaped_ms = 0;
-    agg_status_t st;
 
     while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (c) {
@@ -154,52 +238,10 @@ int main(int argc, char **argv)
         close(ready_fd);
     }
 
-    rc = 0;
-    while (!switchsim_stop_flag) {
-        struct pollfd pfd = {.fd = sim.am_fd, .events = POLLIN};
+    {
+        switchsim_ctl_loop_t cl = {.sim = &sim, .config = config, .am = am};
 
-        if (switchsim_reload_flag) {
-            static agg_conf_t fresh;
-
-            switchsim_reload_flag = 0;
-            if (agg_conf_load(&fresh, config, environ, err, sizeof(err)) == AGG_OK &&
-                (am == NULL || agg_conf_set(&fresh, AGG_CONF_AM_ADDR, am, AGG_CONF_SRC_CMDLINE,
-                                            "--am", err, sizeof(err)) == AGG_OK)) {
-                agg_log_set_level((int)agg_conf_int(&fresh, AGG_CONF_LOG_LEVEL));
-                switchsim_ctl_wrlock(&sim);
-                sim.conf = fresh;
-                pthread_rwlock_unlock(&sim.lock);
-                agg_info("configuration reloaded");
-            } else {
-                agg_error("reload failed, keeping the old settings: %s", err);
-            }
-        }
-        if (agg_time_ms() - reaped_ms >= SWITCHSIM_REAP_MS) {
-            /* a SAT lock whose holder died goes back, at most this much later,
-               however busy the control link is */
-            /* not waiting for the lock while a round or ten may pass: a writer
-               waiting holds up every reader behind it, among them a thread
-               sending on a full socket's behalf */
-            if (pthread_rwlock_trywrlock(&sim.lock) == 0 ||
-                (agg_time_ms() - reaped_ms >= 10 * SWITCHSIM_REAP_MS &&
-                 pthread_rwlock_wrlock(&sim.lock) == 0)) {
-                switchsim_an_reap_locks(&sim);
-                pthread_rwlock_unlock(&sim.lock);
-                reaped_ms = agg_time_ms();
-            }
-        }
-        switchsim_ctl_report(&sim);
-        if (poll(&pfd, 1, SWITCHSIM_REAP_MS) <= 0) {
-            continue;
-        }
-        st = switchsim_ctl_handle(&sim);
-        if (st == AGG_ERR_IO) {
-            agg_error("aggmgr closed the control connection; shutting down");
-            rc = 1;
-            break;
-        } else if (st != AGG_OK) {
-            agg_error("control message failed: %s", agg_status_string(st));
-        }
+        rc = switchsim_ctl_run(&cl) == AGG_OK ? 0 : 1;
     }
 
 out:

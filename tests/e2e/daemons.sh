@@ -178,7 +178,7 @@ if command -v python3 >/dev/null; then
     python3 "$(dirname "$0")/mgr_flood.py" "$(head -1 "$TMP/flood.ready")" >"$TMP/flood.out" 2>&1 ||
         { cat "$TMP/flood.out" "$TMP/flood_mgr.log"; kill $mgr; fail "aggmgr waited on a peer that reads nothing"; }
     cat "$TMP/flood.out"
-    grep -Eq "dropping peer fd [0-9]+ \(pid 4242\): it read nothing|pid 4242\) reads nothing" \
+    grep -Eq "dropping peer fd [0-9]+ \(pid 4242\): it took nothing|pid 4242\) reads nothing" \
         "$TMP/flood_mgr.log" || { cat "$TMP/flood_mgr.log"; kill $mgr; fail "aggmgr did not say why it dropped the peer"; }
     kill $mgr
     wait $mgr || true
