@@ -6,7 +6,8 @@
 #   netns: tests/e2e/netns.sh on the device's host, netns-bw: its TCP
 #   bandwidth part alone with every thread's CPU each second, netns-ab: that
 #   bandwidth from this tree and an earlier one in turn, netns-lanes: this
-#   tree's at several tcp_lanes; none of them part of all)
+#   tree's at several tcp_lanes, perf-ab: agg_perf's table from this tree and
+#   an earlier one in turn; none of them part of all)
 # Builds with the CUDA backend, then checks device buffers through libagg and
 # through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
 # device switching between calls, and measures the kernels, the staged
@@ -189,6 +190,39 @@ do_netns_lanes() {
     done
 }
 
+# perf-ab: agg_perf's table (every path: Open MPI, the host algorithms, LLT,
+# SAT) from this tree and from an earlier one (BASE, carried as for
+# netns-ab), built alike, run in turn PERF_AB_ROUNDS times (default 2) at 2
+# and 4 ranks, so both tables come from one host at one time
+do_perf_ab() {
+    local base=${BASE:?BASE=the earlier tree} r name tree np
+    local t=(switchsim aggmgr agg hcoll_shim aggrun agg_perf)
+    declare -A trees=([base]=$(cd "$base" && pwd) [this]=$here)
+    deps
+    for name in base this; do
+        tree=${trees[$name]}
+        step "configure_perf_$name" cmake -S "$tree" -B "$tree/build-ab" \
+            -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
+            -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" &&
+            step "build_perf_$name" cmake --build "$tree/build-ab" -j "$(nproc)" --target "${t[@]}" ||
+            return 1
+    done
+    for r in $(seq "${PERF_AB_ROUNDS:-2}"); do
+        for np in 2 4; do
+            for name in base this; do
+                tree=${trees[$name]}
+                mapfile -t m < <(mpirun_np "$np")
+                step "perf_ab_${r}_np${np}_$name" "$tree/build-ab/bin/aggrun" -- "${m[@]}" \
+                    -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
+                    "$tree/build-ab/bin/agg_perf" -b 8 -e 64M -f 4 -C "${PERF_AB_COLLS:-allreduce}"
+                echo "== round $r, $np ranks, $name:"
+                grep -vE '^\[|^#  *$' "$logs/perf_ab_${r}_np${np}_$name.log"
+            done
+        done
+    done
+}
+
 case $what in
     build) do_build ;;
     check) do_check ;;
@@ -197,8 +231,9 @@ case $what in
     netns-bw) do_build && do_netns_bw ;;
     netns-ab) do_netns_ab ;;
     netns-lanes) do_netns_lanes ;;
+    perf-ab) do_perf_ab ;;
     all) do_build && { do_check; do_bench; } ;;
-    *) echo "usage: $0 [build|check|bench|netns|netns-bw|netns-ab|netns-lanes|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|check|bench|netns|netns-bw|netns-ab|netns-lanes|perf-ab|all]" >&2; exit 2 ;;
 esac
 printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
 # one file back for every log (the device tool returns at most 8 files)
