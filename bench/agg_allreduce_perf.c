@@ -31,6 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_size.h"
+
 /*
  * Default iteration counts: enough calls that small sizes are not timer
  * noise, few enough that 16 MiB over 4 ranks on 2 cores stays within about a
@@ -95,28 +97,6 @@ static MPI_Op perf_mpi_op(perf_op_t op)
     return op == PERF_SUM ? MPI_SUM : op == PERF_MAX ? MPI_MAX : MPI_MIN;
 }
 
-/* Parses "64", "8K", "16M", "1G" (powers of 1024, like nccl-tests). */
-static int perf_parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-
-    if (end == s) {
-        return -1;
-    }
-    switch (*end) {
-    case 'k': case 'K': v <<= 10; ++end; break;
-    case 'm': case 'M': v <<= 20; ++end; break;
-    case 'g': case 'G': v <<= 30; ++end; break;
-    default: break;
-    }
-    if (*end != '\0' || v == 0) {
-        return -1;
-    }
-    *out = (size_t)v;
-    return 0;
-}
-
 static void perf_usage(FILE *out)
 {
     fprintf(out,
@@ -154,7 +134,7 @@ static void perf_arg_error(const char *fmt, ...)
 /* Returns 0 to run, 1 to exit successfully (help), -1 on a bad option. */
 static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
 {
-    size_t i;
+    size_t i, *sz;
     int c;
     long v;
     char *end;
@@ -167,7 +147,8 @@ static int perf_parse_args(int argc, char **argv, perf_opts_t *o)
         switch (c) {
         case 'b':
         case 'e':
-            if (perf_parse_size(optarg, c == 'b' ? &o->min_bytes : &o->max_bytes) != 0) {
+            sz = c == 'b' ? &o->min_bytes : &o->max_bytes;
+            if (bench_parse_size(optarg, sz) != 0 || *sz == 0) {
                 perf_arg_error("-%c '%s': expected a positive size in bytes, e.g. 8, 64K "
                                "or 16M\n", c, optarg);
                 return -1;

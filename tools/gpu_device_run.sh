@@ -135,6 +135,21 @@ do_netns_bw() { # the TCP transport's bandwidth alone, with every thread's CPU s
     cat "$logs/netns_bw.log"
 }
 
+# build_ab TARGET...: the targets in BASE's tree and this one, built alike
+# (trees: name -> tree, from the caller)
+build_ab() {
+    local name tree
+    for name in base this; do
+        tree=${trees[$name]}
+        step "configure_$name" cmake -S "$tree" -B "$tree/build-ab" \
+            -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
+            -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" &&
+            step "build_$name" cmake --build "$tree/build-ab" -j "$(nproc)" --target "$@" ||
+            return 1
+    done
+}
+
 # netns-ab: the transport's bandwidth from this tree and from an earlier one
 # (BASE=its sources, carried too: mkdir .device-base && git archive REV |
 # tar -x -C .device-base, and carry .device-base), built alike and
@@ -147,15 +162,7 @@ do_netns_ab() {
     deps
     export PATH=$SYS/bin:$SYS/sbin:$SYS/usr/bin:$SYS/usr/sbin:$PATH
     export LD_LIBRARY_PATH=$SYS/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
-    for name in base this; do
-        tree=${trees[$name]}
-        step "configure_$name" cmake -S "$tree" -B "$tree/build-ab" \
-            -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-            -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
-            -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" &&
-            step "build_$name" cmake --build "$tree/build-ab" -j "$(nproc)" --target "${t[@]}" ||
-            return 1
-    done
+    build_ab "${t[@]}" || return 1
     for r in $(seq "${NETNS_AB_ROUNDS:-3}"); do
         for name in base this; do
             tree=${trees[$name]}
@@ -199,15 +206,7 @@ do_perf_ab() {
     local t=(switchsim aggmgr agg hcoll_shim aggrun agg_perf)
     declare -A trees=([base]=$(cd "$base" && pwd) [this]=$here)
     deps
-    for name in base this; do
-        tree=${trees[$name]}
-        step "configure_perf_$name" cmake -S "$tree" -B "$tree/build-ab" \
-            -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-            -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
-            -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" &&
-            step "build_perf_$name" cmake --build "$tree/build-ab" -j "$(nproc)" --target "${t[@]}" ||
-            return 1
-    done
+    build_ab "${t[@]}" || return 1
     for r in $(seq "${PERF_AB_ROUNDS:-2}"); do
         for np in 2 4; do
             for name in base this; do

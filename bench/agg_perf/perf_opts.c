@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_size.h"
 #include "perf.h"
 
 #define PERF_STR_(x) #x
@@ -99,28 +100,6 @@ static void perf_usage(FILE *out)
             PERF_ITERS_MIN, PERF_ITERS_MAX, PERF_WARMUP_MIN, PERF_WARMUP_MAX, PERF_DEPTH_MAX);
 }
 
-/* "64", "8K", "16M", "1G": powers of 1024, like nccl-tests. */
-static int perf_parse_size(const char *s, size_t *out)
-{
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-
-    if (end == s || *s == '-') {
-        return -1;
-    }
-    switch (*end) {
-    case 'k': case 'K': v <<= 10; ++end; break;
-    case 'm': case 'M': v <<= 20; ++end; break;
-    case 'g': case 'G': v <<= 30; ++end; break;
-    default: break;
-    }
-    if (*end != '\0') {
-        return -1;
-    }
-    *out = (size_t)v;
-    return 0;
-}
-
 static int perf_parse_int(const char *s, long lo, long hi, int *out)
 {
     char *end;
@@ -185,7 +164,7 @@ static int perf_parse_value_opt(int c, const char *arg, int nranks, perf_opts_t 
     switch (c) {
     case 'b':
     case 'e':
-        if (perf_parse_size(arg, c == 'b' ? &o->min_bytes : &o->max_bytes) != 0) {
+        if (bench_parse_size(arg, c == 'b' ? &o->min_bytes : &o->max_bytes) != 0) {
             perf_arg_error("-%c '%s': expected a size in bytes, e.g. 8, 64K or 16M\n", c, arg);
             return -1;
         }
@@ -198,7 +177,7 @@ static int perf_parse_value_opt(int c, const char *arg, int nranks, perf_opts_t 
         o->factor = (size_t)v;
         return 0;
     case 'i':
-        if (perf_parse_size(arg, &o->increment) != 0 || o->increment == 0) {
+        if (bench_parse_size(arg, &o->increment) != 0 || o->increment == 0) {
             perf_arg_error("-i '%s': expected a positive size in bytes\n", arg);
             return -1;
         }
