@@ -84,58 +84,103 @@ typedef struct aggmgr_gtree {
 
 struct aggmgr;
 struct aggmgr_op;
+struct aggmgr_job;
+
+/*
+ * Where a group is in its life (aggmgr_group.c has the transitions). Its
+ * parts are laid out in two rounds, the LLT tree's then the SAT tree's;
+ * every state but READY has requests of its own in flight or is about to.
+ */
+typedef enum aggmgr_group_state {
+    AGGMGR_GROUP_NEW,            /* made, its quota held, nothing asked yet */
+    AGGMGR_GROUP_LLT_LAYING_OUT, /* its LLT parts' GROUP_CONFIGs are out */
+    AGGMGR_GROUP_SAT_LAYING_OUT, /* its LLT part stands; its SAT parts' are out */
+    AGGMGR_GROUP_READY,          /* laid out; its creator has heard so */
+    AGGMGR_GROUP_GONE,           /* dropped while laid out: out of its job, its quota
+                                    back; waits for its answers, undoing their parts */
+    AGGMGR_GROUP_FREED,          /* no more (only ever a transition's target) */
+    AGGMGR_GROUP_NUM_STATES
+} aggmgr_group_state_t;
+
+/* What happens to a group: the columns of its transition table. */
+typedef enum aggmgr_group_event {
+    AGGMGR_GROUP_EV_NONE,        /* an action's "nothing follows" */
+    AGGMGR_GROUP_EV_START,       /* lay it out */
+    AGGMGR_GROUP_EV_CONFIGURED,  /* a part's switchsim laid it out */
+    AGGMGR_GROUP_EV_REFUSED,     /* a part's switchsim refused it, or went */
+    AGGMGR_GROUP_EV_UNANSWERED,  /* a part's switchsim did not answer in time */
+    AGGMGR_GROUP_EV_ROUND_OK,    /* the round's last answer: every part laid out */
+    AGGMGR_GROUP_EV_ROUND_FAILED,/* the round's last answer: some part is not */
+    AGGMGR_GROUP_EV_DROP,        /* its job, its creator, a switchsim or a link went,
+                                    or its owner destroyed it */
+    AGGMGR_GROUP_NUM_EVENTS
+} aggmgr_group_event_t;
 
 typedef struct aggmgr_group {
-    uint32_t        id;
-    uint32_t        num_members;
-    int             owner_fd;
-    aggmgr_gtree_t  llt;
-    aggmgr_gtree_t  sat;          /* status != AGG_OK: the group has no SAT part;
-                                     AGG_INPROGRESS while its switchsims lay it out */
-    struct aggmgr_op *op;         /* its creation, until every part has answered */
+    uint32_t             id;
+    uint32_t             num_members;
+    int                  owner_fd;
+    aggmgr_group_state_t state;
+    struct aggmgr_job   *job;         /* NULL once GONE */
+    aggmgr_gtree_t       llt;
+    aggmgr_gtree_t       sat;         /* status != AGG_OK: the group has no SAT part;
+                                         AGG_INPROGRESS while its switchsims lay it out */
+    /* its creation, until its creator has heard back */
+    struct aggmgr_op    *op;          /* its creator's request; NULL once answered */
+    uint32_t             pending;     /* its GROUP_CONFIGs in flight */
+    agg_status_t         status;      /* the round's first failure; AGG_OK so far */
+    uint32_t             flags;       /* the request's */
+    uint32_t             sat_osts, sat_payload;
+    int                 *sel;         /* the members' world ranks */
     struct aggmgr_group *next;
 } aggmgr_group_t;
 
 /*
- * What a client's request waits on while switchsims answer: aggmgr sends
- * its requests, goes back to its event loop, and finishes the operation
- * when the last reply or timeout comes in. `done` is called exactly once.
+ * A client's request that waits on switchsims (a GROUP_CREATE, a STATS):
+ * who hears back, by when, and how it went. Whatever does the work finishes
+ * it with aggmgr_op_finish, which calls `done` exactly once.
  */
-typedef enum aggmgr_op_kind {
-    AGGMGR_OP_GROUP_CREATE = 1,
-    AGGMGR_OP_STATS        = 2,
-} aggmgr_op_kind_t;
-
 typedef void (*aggmgr_op_done_t)(struct aggmgr *am, struct aggmgr_op *op);
 
 typedef struct aggmgr_op {
-    aggmgr_op_kind_t      kind;
-    uint32_t              pending;     /* its requests in flight */
-    agg_status_t          status;      /* the first failure; AGG_OK so far */
-    aggmgr_group_t       *group;       /* GROUP_CREATE: the group; NULL once it is gone */
-    uint32_t              job_id;
-    uint32_t              flags;       /* GROUP_CREATE: the request's */
-    uint32_t              phase;       /* GROUP_CREATE: 0 the LLT part, 1 the SAT part */
-    uint32_t              sat_osts, sat_payload;
-    int                  *sel;         /* GROUP_CREATE: the members' world ranks */
-    agg_msg_stats_reply_t stats;       /* STATS: the sum so far */
-    int64_t               deadline_ms; /* of all its requests, every round: its client
-                                          hears back within am_sim_timeout_ms */
-    int                   client_fd;   /* who asked; -1 once it is gone */
-    uint32_t              client_txid;
-    aggmgr_op_done_t      done;
-    void                 *arg;
-    struct aggmgr_op     *next;
+    agg_status_t      status;      /* AGG_OK, or why it failed */
+    void             *result;      /* with AGG_OK, what it made: GROUP_CREATE the
+                                      aggmgr_group_t, STATS the agg_msg_stats_reply_t sum */
+    int64_t           deadline_ms; /* of all its requests, every round: its client
+                                      hears back within am_sim_timeout_ms */
+    int               client_fd;   /* who asked; -1 once it is gone */
+    uint32_t          client_txid;
+    aggmgr_op_done_t  done;
+    void             *arg;
+    void             *task;        /* what works for it, freed with it (NULL: none) */
+    void            (*task_free)(void *task);
+    struct aggmgr_op *next;
 } aggmgr_op_t;
+
+/* Which part of which group a request is about: its owner's, handed back as is. */
+typedef struct aggmgr_part_ref {
+    uint32_t job_id, group_id, tree, part;
+} aggmgr_part_ref_t;
+
+struct aggmgr_simreq;
+
+/*
+ * The outcome of a request to a switchsim: st AGG_OK with the answer (type:
+ * the reply or AGG_MSG_ERROR_REPLY; body: len bytes as received), or why
+ * there is none (AGG_ERR_TIMEOUT, AGG_ERR_NO_SWITCHSIM; type 0, no body).
+ */
+typedef void (*aggmgr_simreq_cb_t)(struct aggmgr *am, const struct aggmgr_simreq *req,
+                                   agg_status_t st, uint16_t type, void *body, size_t len);
 
 /* A request to a switchsim awaiting its reply, found by its txid. */
 typedef struct aggmgr_simreq {
-    uint32_t     txid;
-    int          sim;          /* index into sims */
-    uint16_t     type;         /* what was asked */
-    int64_t      deadline_ms;  /* agg_time_ms() past which it has failed */
-    aggmgr_op_t *op;           /* what waits for it; NULL: nobody (a teardown) */
-    uint32_t     job_id, group_id, tree, part;
+    uint32_t           txid;
+    int                sim;          /* index into sims */
+    uint16_t           type;         /* what was asked */
+    int64_t            deadline_ms;  /* agg_time_ms() past which it has failed */
+    aggmgr_simreq_cb_t cb;           /* who hears the outcome; NULL: nobody */
+    void              *owner;        /* the cb's */
+    aggmgr_part_ref_t  ref;          /* the cb's */
 } aggmgr_simreq_t;
 
 typedef struct aggmgr_job {
@@ -200,7 +245,7 @@ typedef struct aggmgr {
     aggmgr_op_t   *ops;               /* operations waiting on them */
 } aggmgr_t;
 
-/* ---- jobs and groups (aggmgr_job.c) ---- */
+/* ---- jobs and the resources behind them (aggmgr_job.c) ---- */
 
 void aggmgr_resources_init(aggmgr_t *am);
 
@@ -214,6 +259,23 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
                                const uint32_t *host_of, agg_msg_job_create_reply_t *rep);
 agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
 
+/* The job of that ID, or NULL. */
+aggmgr_job_t *aggmgr_job_find(aggmgr_t *am, uint32_t job_id);
+
+/* Drops every job and group owned by a closed connection. */
+void aggmgr_conn_release(aggmgr_t *am, int fd);
+
+/* A switchsim went away (index into sims): the groups with a part on it go with it. */
+void aggmgr_sim_lost(aggmgr_t *am, int sim);
+
+/*
+ * May the client on connection fd destroy this job (it created it)? AGG_OK,
+ * AGG_ERR_NO_JOB when there is none, AGG_ERR_AUTH when it is another's.
+ */
+agg_status_t aggmgr_job_owned(aggmgr_t *am, uint32_t job_id, int fd);
+
+/* ---- a group's life (aggmgr_group.c) ---- */
+
 /*
  * Starts a group of `n` world ranks of a job: its LLT part, then its SAT
  * part when req asks and the job has a SAT tree (a SAT part that cannot be
@@ -221,26 +283,77 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
  * laid out by the switchsims hosting its switches. A request that cannot be
  * met is refused at once (op untouched, the caller frees it); otherwise
  * AGG_INPROGRESS: op (from aggmgr_op_new) is aggmgr's, and its `done` sees
- * op->status and op->group when the switchsims have answered.
+ * op->status and, with AGG_OK, the group in op->result when the switchsims
+ * have answered.
  */
 agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group_create_t *req,
                                  const uint32_t *world_ranks, aggmgr_op_t *op);
-
-/* Carries on with a group's creation once its requests are all answered. */
-void aggmgr_group_step(aggmgr_t *am, aggmgr_op_t *op);
-
-/* A switchsim's answer to GROUP_CONFIG (st: its status or the failure). */
-void aggmgr_group_config_reply(aggmgr_t *am, const aggmgr_simreq_t *req, agg_status_t st,
-                               const agg_msg_group_config_reply_t *rep);
 agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id);
 
 /*
- * May the client on connection fd destroy this job (it created it) or this
- * group (it asked for it, or created its job)? AGG_OK, AGG_ERR_NO_JOB /
- * AGG_ERR_GROUP_ID when there is none, AGG_ERR_AUTH when it is another's.
+ * Feeds an event from outside (START, DROP) to a group's state machine: the
+ * row for its state and ev runs, and whatever that row's action says
+ * follows (g may be freed). `why` is what a DROP tells a creator still
+ * waiting (AGG_ERR_NO_JOB, AGG_ERR_NO_SWITCHSIM). The other events come
+ * from the group's own answers only. AGG_ERR_INVALID_PARAM, logged, the
+ * group untouched: another event, or no row for it in g's state.
  */
-agg_status_t aggmgr_job_owned(aggmgr_t *am, uint32_t job_id, int fd);
+agg_status_t aggmgr_group_event(aggmgr_t *am, aggmgr_group_t *g, aggmgr_group_event_t ev,
+                                agg_status_t why);
+
+/* The state a row of the table leads to from `from` on ev; -1 when there is none. */
+int aggmgr_group_transition(aggmgr_group_state_t from, aggmgr_group_event_t ev);
+
+const char *aggmgr_group_state_name(aggmgr_group_state_t state);
+const char *aggmgr_group_event_name(aggmgr_group_event_t ev);
+
+/*
+ * May the client on connection fd destroy this group (it asked for it, or
+ * created its job)? AGG_OK, AGG_ERR_NO_JOB / AGG_ERR_GROUP_ID when there is
+ * none, AGG_ERR_AUTH when it is another's.
+ */
 agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id, int fd);
+
+/*
+ * Groups with parts on both switchsims a and b (indexes into sims): their
+ * count, and "job/group" of the first few in list (len 0: none). With
+ * drop, they go (a link between a and b broke; a == b: switchsim a went):
+ * their parts are torn down everywhere.
+ */
+unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len);
+
+/* ---- a group's part on one tree, on the switchsims (aggmgr_gtree.c) ---- */
+
+/*
+ * Cuts g's tree gt into parts, one per set of connected switches that one
+ * switchsim hosts, and asks each part's switchsim to lay it out (cb hears
+ * each answer, with g as owner and the part in ref; g->pending counts them).
+ * AGG_OK: every request went out; otherwise whatever went out is still
+ * answered (the caller frees the parts).
+ */
+agg_status_t aggmgr_gtree_lay_out(aggmgr_t *am, aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                                  uint32_t tree, aggmgr_simreq_cb_t cb);
+
+/*
+ * Decodes a switchsim's answer to GROUP_CONFIG (st: the request's outcome)
+ * into rep; AGG_OK when it laid the part out and offers usable endpoints.
+ */
+agg_status_t aggmgr_gtree_config_decode(agg_status_t st, void *body, size_t len,
+                                        agg_msg_group_config_reply_t *rep);
+
+/*
+ * Every part laid out: the endpoints its members attach to, per part the one
+ * switchsim offers to its own host, and the one for other hosts when some
+ * member of it is on another host.
+ */
+agg_status_t aggmgr_gtree_eps(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtree_t *gt);
+
+/* Asks switchsim `sim` to undo the part ref; nobody waits for the answer. */
+void aggmgr_gtree_part_teardown(aggmgr_t *am, int sim, const aggmgr_part_ref_t *ref);
+
+/* Undoes every part of gt laid out, and frees what describes them. */
+void aggmgr_gtree_release(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtree_t *gt,
+                          uint32_t tree);
 
 /* ---- rank placement (aggmgr_place.c) ---- */
 
@@ -254,20 +367,6 @@ agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id
 agg_status_t aggmgr_place(const aggmgr_t *am, const agg_msg_job_create_t *req,
                           const char *hosts, const uint32_t *host_of, int *cas, char *why,
                           size_t whylen);
-
-/* Drops every job and group owned by a closed connection. */
-void aggmgr_conn_release(aggmgr_t *am, int fd);
-
-/* A switchsim went away (index into sims): the groups with a part on it go with it. */
-void aggmgr_sim_lost(aggmgr_t *am, int sim);
-
-/*
- * Groups with parts on both switchsims a and b (indexes into sims): their
- * count, and "job/group" of the first few in list (len 0: none). With
- * drop, they go (a link between a and b broke; a == b: switchsim a went):
- * their parts are torn down everywhere.
- */
-unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len);
 
 /*
  * Sends a message to the peer on fd without waiting: what its socket does
@@ -294,23 +393,41 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
 
 void aggmgr_server_close(aggmgr_t *am);
 
-/* ---- requests to switchsims (aggmgr_simreq.c) ---- */
+/* ---- a client's requests that wait on switchsims (aggmgr_op.c) ---- */
 
-aggmgr_op_t *aggmgr_op_new(aggmgr_op_kind_t kind, aggmgr_op_done_t done, void *arg);
+aggmgr_op_t *aggmgr_op_new(aggmgr_op_done_t done, void *arg);
+
+/* Frees op and the task working for it. */
 void aggmgr_op_free(aggmgr_op_t *op);
 
-/*
- * Sends a request to switchsim `sim` (index into sims) and records it under
- * a fresh txid, with what it is about (`what`: job, group, tree, part) and
- * `op`, which then waits for it (NULL: nobody waits). Never waits for the
- * answer: aggmgr_sim_message hands it over, aggmgr_sims_expire fails it
- * after am_sim_timeout_ms.
- */
-agg_status_t aggmgr_sim_request(aggmgr_t *am, int sim, uint16_t type, const void *body,
-                                size_t len, aggmgr_op_t *op, const aggmgr_simreq_t *what);
-
-/* Starts tracking op: `done` runs as soon as nothing is in flight for it. */
+/* Tracks op until it finishes (a client that goes is forgotten). */
 void aggmgr_op_start(aggmgr_t *am, aggmgr_op_t *op);
+
+/* op is over (op->status, op->result say how): `done` runs, then op is freed. */
+void aggmgr_op_finish(aggmgr_t *am, aggmgr_op_t *op);
+
+/* A client went away: its operations finish without answering it. */
+void aggmgr_ops_forget_client(aggmgr_t *am, int fd);
+
+/*
+ * STATS: asks every switchsim for its counters and finishes op (tracked
+ * from now on) with their sum once all have answered, or with the first
+ * failure.
+ */
+void aggmgr_stats_start(aggmgr_t *am, aggmgr_op_t *op);
+
+/* ---- requests to switchsims (aggmgr_simreq.c) ---- */
+
+/*
+ * Sends a message to switchsim `what->sim` (index into sims) and records it
+ * under a fresh txid with what->cb, ->owner and ->ref, which hear its
+ * outcome. Never waits for the answer: aggmgr_sim_message hands it over,
+ * aggmgr_sims_expire fails it at its deadline: *deadline_ms (set to
+ * am_sim_timeout_ms from now when 0, so later requests share it), or
+ * am_sim_timeout_ms from now when deadline_ms is NULL.
+ */
+agg_status_t aggmgr_sim_request(aggmgr_t *am, const aggmgr_simreq_t *what, const void *body,
+                                size_t len, int64_t *deadline_ms);
 
 /* A message from switchsim `sim`: the answer to one of our requests. */
 agg_status_t aggmgr_sim_message(aggmgr_t *am, int sim, const agg_msg_hdr_t *hdr,
@@ -321,9 +438,6 @@ int aggmgr_sims_expire(aggmgr_t *am);
 
 /* Fails every request in flight to switchsim `sim` with `st` (it went away). */
 void aggmgr_sim_fail_all(aggmgr_t *am, int sim, agg_status_t st);
-
-/* A client went away: its operations finish without answering it. */
-void aggmgr_ops_forget_client(aggmgr_t *am, int fd);
 
 /*
  * Without the event loop (tests, shutdown): reads the switchsims' answers

@@ -363,8 +363,8 @@ static size_t aggmgr__tree_block(aggmgr_t *am, const aggmgr_gtree_t *gt, uint32_
 static void aggmgr__group_created(aggmgr_t *am, aggmgr_op_t *op)
 {
     agg_msg_group_create_reply_t *rep;
-    aggmgr_group_t *g = op->group;
-    uint32_t n, sat = (op->flags & AGG_GROUP_F_SAT) != 0;
+    aggmgr_group_t *g = op->result;
+    uint32_t n, sat;
     size_t rep_len;
     uint8_t *p;
 
@@ -377,11 +377,12 @@ static void aggmgr__group_created(aggmgr_t *am, aggmgr_op_t *op)
         return;
     }
     n       = g->num_members;
+    sat     = (g->flags & AGG_GROUP_F_SAT) != 0;
     rep_len = sizeof(*rep) + aggmgr__tree_block_len(&g->llt, n) +
               (sat ? aggmgr__tree_block_len(&g->sat, n) : 0);
     rep     = calloc(1, rep_len);
     if (rep == NULL) {
-        aggmgr_group_destroy(am, op->job_id, g->id);
+        aggmgr_group_destroy(am, g->job->id, g->id);
         aggmgr__send_status(am, op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid,
                             AGG_ERR_NO_MEMORY);
         return;
@@ -399,7 +400,7 @@ static void aggmgr__group_created(aggmgr_t *am, aggmgr_op_t *op)
     if (aggmgr_conn_send(am, op->client_fd, AGG_MSG_GROUP_CREATE_REPLY, op->client_txid, rep,
                      rep_len) != AGG_OK) {
         agg_warn("job %u: group %u was made, but its creator (fd %d) did not take the answer",
-                 op->job_id, g->id, op->client_fd);
+                 g->job->id, g->id, op->client_fd);
     }
     free(rep);
 }
@@ -427,7 +428,7 @@ static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
     c->kind = AGG_PEER_CLIENT;
     ranks   = (uint32_t *)(req + 1);
     agg_wire_swap(ranks, "l", n);
-    op = aggmgr_op_new(AGGMGR_OP_GROUP_CREATE, aggmgr__group_created, NULL);
+    op = aggmgr_op_new(aggmgr__group_created, NULL);
     if (op == NULL) {
         return aggmgr__send_status(am, c->fd, AGG_MSG_GROUP_CREATE_REPLY, txid, AGG_ERR_NO_MEMORY);
     }
@@ -444,7 +445,8 @@ static agg_status_t aggmgr__on_group_create(aggmgr_t *am, aggmgr_conn_t *c,
 /* Every switchsim has answered STATS: the sum to who asked. */
 static void aggmgr__stats_done(aggmgr_t *am, aggmgr_op_t *op)
 {
-    (void)am;
+    agg_msg_stats_reply_t *sum = op->result;
+
     if (op->client_fd < 0) {
         return;
     }
@@ -452,36 +454,27 @@ static void aggmgr__stats_done(aggmgr_t *am, aggmgr_op_t *op)
         aggmgr__send_status(am, op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, op->status);
         return;
     }
-    op->stats.status = AGG_OK;
-    agg_wire_swap(&op->stats, AGG_FMT_STATS_REPLY, 1);
-    aggmgr_conn_send(am, op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, &op->stats,
-                 sizeof(op->stats));
+    sum->status = AGG_OK;
+    agg_wire_swap(sum, AGG_FMT_STATS_REPLY, 1);
+    aggmgr_conn_send(am, op->client_fd, AGG_MSG_STATS_REPLY, op->client_txid, sum,
+                 sizeof(*sum));
 }
 
 /* Every switchsim's counters, added up once they have all answered. */
 static agg_status_t aggmgr__on_stats(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid)
 {
     aggmgr_op_t *op;
-    int i;
 
     if (aggmgr_sims_live(am) == 0) {
         return aggmgr__send_status(am, c->fd, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_SWITCHSIM);
     }
-    op = aggmgr_op_new(AGGMGR_OP_STATS, aggmgr__stats_done, NULL);
+    op = aggmgr_op_new(aggmgr__stats_done, NULL);
     if (op == NULL) {
         return aggmgr__send_status(am, c->fd, AGG_MSG_STATS_REPLY, txid, AGG_ERR_NO_MEMORY);
     }
     op->client_fd   = c->fd;
     op->client_txid = txid;
-    for (i = 0; i < am->num_sims; ++i) {
-        agg_status_t st = am->sims[i].fd < 0 ? AGG_OK :
-                          aggmgr_sim_request(am, i, AGG_MSG_STATS, NULL, 0, op, NULL);
-
-        if (st != AGG_OK && op->status == AGG_OK) {
-            op->status = st;
-        }
-    }
-    aggmgr_op_start(am, op);
+    aggmgr_stats_start(am, op);
     return AGG_OK;
 }
 

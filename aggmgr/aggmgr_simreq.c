@@ -1,10 +1,10 @@
 /*
  * Requests to switchsims without waiting for them. Each goes out with a
- * txid of its own and is recorded with what it is about and the operation
- * (a client's request) that waits for it; the event loop hands the answers
- * back as they come, in any order and from any switchsim, and fails what is
- * not answered in time. A client's request is answered when the last of its
- * operation's requests is; the loop serves everyone else meanwhile.
+ * txid of its own and is recorded with whoever hears its outcome (a
+ * callback, its owner, and what it is about, all theirs); the event loop
+ * hands the answers back as they come, in any order and from any
+ * switchsim, and fails what is not answered in time. This layer carries
+ * messages: what an answer says, and what follows from it, is the asker's.
  */
 #include "aggmgr.h"
 
@@ -15,63 +15,6 @@
 
 #include "agg/log.h"
 #include "agg/sock.h"
-
-aggmgr_op_t *aggmgr_op_new(aggmgr_op_kind_t kind, aggmgr_op_done_t done, void *arg)
-{
-    aggmgr_op_t *op = calloc(1, sizeof(*op));
-
-    if (op != NULL) {
-        op->kind      = kind;
-        op->done      = done;
-        op->arg       = arg;
-        op->client_fd = -1;
-    }
-    return op;
-}
-
-void aggmgr_op_free(aggmgr_op_t *op)
-{
-    if (op != NULL) {
-        free(op->sel);
-    }
-    free(op);
-}
-
-static void aggmgr__op_unlink(aggmgr_t *am, aggmgr_op_t *op)
-{
-    aggmgr_op_t **pp;
-
-    for (pp = &am->ops; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == op) {
-            *pp = op->next;
-            return;
-        }
-    }
-}
-
-/* Nothing in flight for op any more: its next step, or its end. */
-static void aggmgr__op_check(aggmgr_t *am, aggmgr_op_t *op)
-{
-    if (op->pending > 0) {
-        return;
-    }
-    if (op->kind == AGGMGR_OP_GROUP_CREATE) {
-        aggmgr_group_step(am, op); /* may send the SAT part's requests */
-        if (op->pending > 0) {
-            return;
-        }
-    }
-    aggmgr__op_unlink(am, op);
-    op->done(am, op);
-    aggmgr_op_free(op);
-}
-
-void aggmgr_op_start(aggmgr_t *am, aggmgr_op_t *op)
-{
-    op->next = am->ops;
-    am->ops  = op;
-    aggmgr__op_check(am, op);
-}
 
 static uint16_t aggmgr__reply_type(uint16_t type)
 {
@@ -87,9 +30,10 @@ static uint16_t aggmgr__reply_type(uint16_t type)
     }
 }
 
-agg_status_t aggmgr_sim_request(aggmgr_t *am, int sim, uint16_t type, const void *body,
-                                size_t len, aggmgr_op_t *op, const aggmgr_simreq_t *what)
+agg_status_t aggmgr_sim_request(aggmgr_t *am, const aggmgr_simreq_t *what, const void *body,
+                                size_t len, int64_t *deadline_ms)
 {
+    int sim = what->sim;
     aggmgr_simreq_t *r;
     agg_status_t st;
     int64_t deadline;
@@ -112,106 +56,32 @@ agg_status_t aggmgr_sim_request(aggmgr_t *am, int sim, uint16_t type, const void
         txid = ++am->next_txid;
     } while (txid == 0); /* 0 is a message nobody asked for */
     /* queued when the socket is full: nothing here waits on the switchsim */
-    st = aggmgr_conn_send(am, am->sims[sim].fd, type, txid, body, len);
+    st = aggmgr_conn_send(am, am->sims[sim].fd, what->type, txid, body, len);
     if (st != AGG_OK) {
-        agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(type), am->sims[sim].id,
-                  agg_status_string(st));
+        agg_error("%s to switchsim %u failed: %s", agg_msg_type_name(what->type),
+                  am->sims[sim].id, agg_status_string(st));
         return st;
     }
     deadline = agg_time_ms() + agg_conf_int(&am->conf, AGG_CONF_AM_SIM_TIMEOUT_MS);
-    if (op != NULL) {
-        if (op->deadline_ms == 0) {
-            op->deadline_ms = deadline;
+    if (deadline_ms != NULL) {
+        if (*deadline_ms == 0) {
+            *deadline_ms = deadline;
         }
-        deadline = op->deadline_ms;
+        deadline = *deadline_ms;
     }
-    r  = &am->reqs[am->num_reqs++];
-    *r = (aggmgr_simreq_t){
-        .txid = txid, .sim = sim, .type = type, .deadline_ms = deadline, .op = op,
-    };
-    if (what != NULL) {
-        r->job_id   = what->job_id;
-        r->group_id = what->group_id;
-        r->tree     = what->tree;
-        r->part     = what->part;
-    }
-    if (op != NULL) {
-        op->pending++;
-    }
+    r              = &am->reqs[am->num_reqs++];
+    *r             = *what;
+    r->txid        = txid;
+    r->deadline_ms = deadline;
     return AGG_OK;
 }
 
-/* The outcome of request `req` (already out of the table): st, and the body. */
+/* The outcome of request `req` (already out of the table) to whoever waits for it. */
 static void aggmgr__req_done(aggmgr_t *am, aggmgr_simreq_t req, agg_status_t st,
-                             void *body, size_t len)
+                             uint16_t type, void *body, size_t len)
 {
-    const aggmgr_sim_t *s = &am->sims[req.sim];
-
-    switch (req.type) {
-    case AGG_MSG_GROUP_CONFIG: {
-        agg_msg_group_config_reply_t rep = {0};
-
-        if (st == AGG_OK) {
-            memcpy(&rep, body, len < sizeof(rep) ? len : sizeof(rep));
-            st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_GROUP_CONFIG_REPLY);
-        }
-        aggmgr_group_config_reply(am, &req, st, &rep);
-        break;
-    }
-    case AGG_MSG_GROUP_TEARDOWN: {
-        agg_msg_status_t rep = {0};
-
-        if (st == AGG_OK && len != sizeof(rep)) {
-            st = AGG_ERR_PROTOCOL;
-        } else if (st == AGG_OK) {
-            memcpy(&rep, body, sizeof(rep));
-            agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
-            st = (agg_status_t)rep.status;
-        }
-        if (st != AGG_OK) {
-            agg_warn("switchsim %u did not tear down part %u of group %u: %s", s->id, req.part,
-                     req.group_id, agg_status_string(st));
-        }
-        break;
-    }
-    case AGG_MSG_STATS: {
-        agg_msg_stats_reply_t rep = {0}, *sum;
-
-        if (st == AGG_OK) {
-            memcpy(&rep, body, len < sizeof(rep) ? len : sizeof(rep));
-            st = agg_wire_reply_decode(&rep, len, sizeof(rep), AGG_FMT_STATS_REPLY);
-        }
-        if (st != AGG_OK || req.op == NULL) {
-            break;
-        }
-        sum = &req.op->stats;
-        sum->groups += rep.groups;
-        sum->fragments_in += rep.fragments_in;
-        sum->fragments_reduced += rep.fragments_reduced;
-        sum->results_out += rep.results_out;
-        sum->bytes_in += rep.bytes_in;
-        sum->errors += rep.errors;
-        sum->groups_total += rep.groups_total;
-        sum->llt_fragments_in += rep.llt_fragments_in;
-        sum->sat_chunks_in += rep.sat_chunks_in;
-        sum->sat_bytes_in += rep.sat_bytes_in;
-        sum->duplicates += rep.duplicates;
-        sum->locks_granted += rep.locks_granted;
-        sum->locks_busy += rep.locks_busy;
-        sum->zcopy_bytes += rep.zcopy_bytes;
-        sum->sat_groups += rep.sat_groups;
-        sum->workers += rep.workers;
-        break;
-    }
-    default:
-        break;
-    }
-    if (req.op != NULL) {
-        if (st != AGG_OK && req.op->status == AGG_OK) {
-            req.op->status = st;
-        }
-        req.op->pending--;
-        aggmgr__op_check(am, req.op);
+    if (req.cb != NULL) {
+        req.cb(am, &req, st, type, body, len);
     }
 }
 
@@ -279,7 +149,7 @@ agg_status_t aggmgr_sim_message(aggmgr_t *am, int sim, const agg_msg_hdr_t *hdr,
                      agg_msg_type_name(r->type), agg_msg_type_name(hdr->type));
             return AGG_ERR_PROTOCOL;
         }
-        aggmgr__req_done(am, aggmgr__req_take(am, i), AGG_OK, body, hdr->length);
+        aggmgr__req_done(am, aggmgr__req_take(am, i), AGG_OK, hdr->type, body, hdr->length);
         return AGG_OK;
     }
     if (hdr->type == AGG_MSG_GROUP_CONFIG_REPLY || hdr->type == AGG_MSG_GROUP_TEARDOWN_REPLY ||
@@ -312,7 +182,7 @@ int aggmgr_sims_expire(aggmgr_t *am)
         agg_error("switchsim %u did not answer %s (txid %u) in time (am_sim_timeout_ms "
                   "%lld for a request and all that follow from it)", am->sims[r->sim].id, agg_msg_type_name(r->type),
                   r->txid, (long long)agg_conf_int(&am->conf, AGG_CONF_AM_SIM_TIMEOUT_MS));
-        aggmgr__req_done(am, aggmgr__req_take(am, i), AGG_ERR_TIMEOUT, NULL, 0);
+        aggmgr__req_done(am, aggmgr__req_take(am, i), AGG_ERR_TIMEOUT, 0, NULL, 0);
         i = 0; /* finishing an operation may have changed the table */
         now = agg_time_ms();
         next = -1;
@@ -329,19 +199,8 @@ void aggmgr_sim_fail_all(aggmgr_t *am, int sim, agg_status_t st)
             ++i;
             continue;
         }
-        aggmgr__req_done(am, aggmgr__req_take(am, i), st, NULL, 0);
+        aggmgr__req_done(am, aggmgr__req_take(am, i), st, 0, NULL, 0);
         i = 0;
-    }
-}
-
-void aggmgr_ops_forget_client(aggmgr_t *am, int fd)
-{
-    aggmgr_op_t *op;
-
-    for (op = am->ops; op != NULL; op = op->next) {
-        if (op->client_fd == fd) {
-            op->client_fd = -1;
-        }
     }
 }
 

@@ -6,7 +6,7 @@
  * their tree while an_sat_flows allows, and a SAT part that cannot be had
  * leaves the LLT part standing.
  *
- * Groups are configured on switchsim through aggmgr_sim_call. Here a thread
+ * Groups are configured on switchsim through aggmgr_sim_request. Here a thread
  * on the other end of a socketpair stands in for it: it parses every
  * GROUP_CONFIG and GROUP_TEARDOWN, checks it against the fabric, records it
  * and answers (with an endpoint, or with a refusal a test asks for).
@@ -541,7 +541,7 @@ static void created_cb(aggmgr_t *am, aggmgr_op_t *op)
     (void)am;
     c->done++;
     c->status = op->status;
-    c->group  = op->status == AGG_OK ? op->group : NULL;
+    c->group  = op->result;
 }
 
 /*
@@ -553,7 +553,7 @@ static agg_status_t group_create_req(aggmgr_t *am, int fd, const agg_msg_group_c
                                      const uint32_t *ranks, aggmgr_group_t **g)
 {
     created_t c = {0};
-    aggmgr_op_t *op = aggmgr_op_new(AGGMGR_OP_GROUP_CREATE, created_cb, &c);
+    aggmgr_op_t *op = aggmgr_op_new(created_cb, &c);
     agg_status_t st;
 
     assert_non_null(op);
@@ -1463,7 +1463,7 @@ static void start_group(aggmgr_t *am, int fd, uint32_t job_id, const uint32_t *r
                         uint32_t flags, created_t *c)
 {
     agg_msg_group_create_t req = group_req(job_id, n, 0, flags);
-    aggmgr_op_t *op = aggmgr_op_new(AGGMGR_OP_GROUP_CREATE, created_cb, c);
+    aggmgr_op_t *op = aggmgr_op_new(created_cb, c);
 
     assert_non_null(op);
     memset(c, 0, sizeof(*c));
@@ -1614,6 +1614,209 @@ static void test_group_sim_timeout(void **state)
     free_mgr_sim(am, fs);
 }
 
+/* ---- the group's state machine -------------------------------------------- */
+
+/* The states a row leads to from `from`, as a bit set. */
+static unsigned table_next(aggmgr_group_state_t from)
+{
+    unsigned set = 0;
+    int ev, to;
+
+    for (ev = 0; ev < AGGMGR_GROUP_NUM_EVENTS; ++ev) {
+        to = aggmgr_group_transition(from, (aggmgr_group_event_t)ev);
+        if (to >= 0) {
+            assert_true(to < AGGMGR_GROUP_NUM_STATES);
+            set |= 1u << to;
+        }
+    }
+    return set;
+}
+
+/* The states reachable from `from` through the table (itself included). */
+static unsigned table_reach(aggmgr_group_state_t from)
+{
+    unsigned seen = 1u << from, grown;
+    int s;
+
+    do {
+        grown = seen;
+        for (s = 0; s < AGGMGR_GROUP_NUM_STATES; ++s) {
+            if (seen & (1u << s)) {
+                seen |= table_next((aggmgr_group_state_t)s);
+            }
+        }
+    } while (seen != grown);
+    return seen;
+}
+
+/*
+ * The table itself: every state is reached from NEW, every state can end
+ * (FREED is reached from each), nothing leaves FREED, and a group a job
+ * lists can always be dropped (a job that goes lets every group go).
+ */
+static void test_group_table(void **state)
+{
+    const unsigned all = (1u << AGGMGR_GROUP_NUM_STATES) - 1;
+    int s, ev;
+
+    (void)state;
+    assert_int_equal(table_reach(AGGMGR_GROUP_NEW), all);
+    for (s = 0; s < AGGMGR_GROUP_NUM_STATES; ++s) {
+        if (!(table_reach((aggmgr_group_state_t)s) & (1u << AGGMGR_GROUP_FREED))) {
+            fail_msg("a group in state %s can never be freed",
+                     aggmgr_group_state_name((aggmgr_group_state_t)s));
+        }
+        assert_string_not_equal(aggmgr_group_state_name((aggmgr_group_state_t)s), "?");
+    }
+    assert_int_equal(table_next(AGGMGR_GROUP_FREED), 0);
+    assert_int_equal(aggmgr_group_transition(AGGMGR_GROUP_LLT_LAYING_OUT, AGGMGR_GROUP_EV_DROP),
+                     AGGMGR_GROUP_GONE);
+    assert_int_equal(aggmgr_group_transition(AGGMGR_GROUP_SAT_LAYING_OUT, AGGMGR_GROUP_EV_DROP),
+                     AGGMGR_GROUP_GONE);
+    assert_int_equal(aggmgr_group_transition(AGGMGR_GROUP_READY, AGGMGR_GROUP_EV_DROP),
+                     AGGMGR_GROUP_FREED);
+    /* a failed SAT round leaves the group on its LLT; a failed LLT round ends it */
+    assert_int_equal(aggmgr_group_transition(AGGMGR_GROUP_SAT_LAYING_OUT,
+                                             AGGMGR_GROUP_EV_ROUND_FAILED), AGGMGR_GROUP_READY);
+    assert_int_equal(aggmgr_group_transition(AGGMGR_GROUP_LLT_LAYING_OUT,
+                                             AGGMGR_GROUP_EV_ROUND_FAILED), AGGMGR_GROUP_FREED);
+    /* what is not in the table: a group out of its job is not dropped twice,
+       nothing happens to a ready group but its end, nothing is an event */
+    assert_int_equal(aggmgr_group_transition(AGGMGR_GROUP_GONE, AGGMGR_GROUP_EV_DROP), -1);
+    assert_int_equal(aggmgr_group_transition(AGGMGR_GROUP_GONE, AGGMGR_GROUP_EV_ROUND_OK), -1);
+    assert_int_equal(table_next(AGGMGR_GROUP_READY), 1u << AGGMGR_GROUP_FREED);
+    for (s = 0; s < AGGMGR_GROUP_NUM_STATES; ++s) {
+        assert_int_equal(aggmgr_group_transition((aggmgr_group_state_t)s, AGGMGR_GROUP_EV_NONE),
+                         -1);
+    }
+    for (ev = 0; ev < AGGMGR_GROUP_NUM_EVENTS; ++ev) {
+        assert_string_not_equal(aggmgr_group_event_name((aggmgr_group_event_t)ev), "?");
+    }
+}
+
+/*
+ * A SAT group through its states: LLT parts out, SAT parts out, dropped
+ * while they are (GONE: out of its job, its quota and flows back at once),
+ * then its last answer is undone and its creator hears why. An event a
+ * state has no row for is refused and changes nothing.
+ */
+static void test_group_states(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(4, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[4] = {0, 1, 2, 3};
+    aggmgr_group_t *g;
+    aggmgr_job_t *job;
+    unsigned configs;
+    uint32_t gid;
+    created_t a;
+
+    (void)state;
+    req.flags = AGG_JOB_F_SAT;
+    assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
+    job = find_job(am, rep.job_id);
+    fake_hold(fs);
+    start_group(am, 5, rep.job_id, ranks, 4, AGG_GROUP_F_SAT, &a);
+    g = job->groups;
+    assert_non_null(g);
+    gid = g->id;
+    assert_int_equal(g->state, AGGMGR_GROUP_LLT_LAYING_OUT);
+    assert_int_equal(g->pending, 1);
+    /* started once; a round ends with its own answers, not from outside */
+    assert_int_equal(aggmgr_group_event(am, g, AGGMGR_GROUP_EV_START, AGG_OK),
+                     AGG_ERR_INVALID_PARAM);
+    assert_int_equal(aggmgr_group_event(am, g, AGGMGR_GROUP_EV_ROUND_OK, AGG_OK),
+                     AGG_ERR_INVALID_PARAM);
+    assert_int_equal(aggmgr_group_event(am, g, AGGMGR_GROUP_EV_CONFIGURED, AGG_OK),
+                     AGG_ERR_INVALID_PARAM);
+    assert_int_equal(g->state, AGGMGR_GROUP_LLT_LAYING_OUT);
+    assert_int_equal(g->pending, 1);
+    assert_int_equal(g->sat.status, AGG_ERR_SAT_UNAVAILABLE);
+    wait_held(fs, 1);
+    fake_release(fs, 0); /* the LLT part's answer */
+    fake_hold(fs);       /* keeps the SAT part's */
+    assert_int_equal(aggmgr_sims_settle(am, 200), -1);
+    assert_int_equal(g->state, AGGMGR_GROUP_SAT_LAYING_OUT);
+    assert_int_equal(g->llt.status, AGG_OK);
+    assert_int_equal(g->sat.status, AGG_INPROGRESS);
+    assert_int_equal(used_flows(am), (uint32_t)g->sat.tree.num_nodes); /* held while laid out */
+    wait_held(fs, 1);
+    assert_int_equal(a.done, 0);
+
+    assert_int_equal(aggmgr_group_destroy(am, rep.job_id, g->id), AGG_OK);
+    assert_int_equal(g->state, AGGMGR_GROUP_GONE);
+    assert_null(g->job);
+    assert_int_equal(job->num_groups, 0);
+    assert_int_equal(used_flows(am), 0);
+    check_counts(am);
+    assert_int_equal(aggmgr_group_event(am, g, AGGMGR_GROUP_EV_DROP, AGG_ERR_NO_JOB),
+                     AGG_ERR_INVALID_PARAM);
+    assert_int_equal(g->state, AGGMGR_GROUP_GONE);
+    assert_int_equal(g->pending, 1);
+    assert_int_equal(a.done, 0);
+    fake_release(fs, 0); /* the SAT part is laid out after all, then undone */
+    assert_int_equal(aggmgr_sims_settle(am, 10000), 0);
+    assert_int_equal(a.done, 1);
+    assert_int_equal(a.status, AGG_ERR_NO_JOB);
+    assert_true(fake_torn_down(fs, rep.job_id, gid, AGG_TREE_SAT));
+    assert_int_equal(fake_live(fs), 0);
+    assert_null(am->ops);
+
+    /* a ready group takes nothing but its end */
+    assert_int_equal(group_create(am, 5, rep.job_id, ranks, 4, AGG_GROUP_F_SAT, &g), AGG_OK);
+    assert_int_equal(g->state, AGGMGR_GROUP_READY);
+    configs = fake_count(fs, AGG_TREE_LLT);
+    assert_int_equal(aggmgr_group_event(am, g, AGGMGR_GROUP_EV_START, AGG_OK),
+                     AGG_ERR_INVALID_PARAM);
+    assert_int_equal(aggmgr_group_event(am, g, AGGMGR_GROUP_EV_ROUND_FAILED, AGG_OK),
+                     AGG_ERR_INVALID_PARAM);
+    assert_int_equal(g->state, AGGMGR_GROUP_READY);
+    assert_int_equal(g->sat.status, AGG_OK);
+    assert_int_equal(am->num_reqs, 0);
+    assert_int_equal(fake_count(fs, AGG_TREE_LLT), configs);
+    check_counts(am);
+    assert_int_equal(aggmgr_group_event(am, g, AGGMGR_GROUP_EV_DROP, AGG_ERR_NO_JOB), AGG_OK);
+    assert_int_equal(job->num_groups, 0);
+    assert_int_equal(used_flows(am), 0);
+    check_counts(am);
+    free_mgr_sim(am, fs);
+}
+
+/*
+ * aggmgr exits while a group is laid out: its job goes, the group is GONE
+ * and waits; the switchsim keeps its answer past the 2 s aggmgr gives it,
+ * and the creation goes unanswered, the group with it (ASan sees no leak).
+ */
+static void test_group_gone_at_exit(void **state)
+{
+    aggmgr_t *am = make_mgr(2, 1, 2);
+    fake_sim_t *fs = fake_start(am);
+    agg_msg_job_create_t req = request(4, 0);
+    agg_msg_job_create_reply_t rep = {0};
+    uint32_t ranks[4] = {0, 1, 2, 3};
+    aggmgr_group_t *g;
+    created_t a;
+
+    (void)state;
+    assert_int_equal(job_create(am, 5, &req, &rep), AGG_OK);
+    fake_hold(fs);
+    start_group(am, 5, rep.job_id, ranks, 4, 0, &a);
+    g = find_job(am, rep.job_id)->groups;
+    assert_non_null(g);
+    assert_ptr_equal(am->ops->task, NULL); /* its job's while it stands */
+    wait_held(fs, 1);
+    assert_int_equal(aggmgr_job_destroy(am, rep.job_id), AGG_OK);
+    assert_int_equal(g->state, AGGMGR_GROUP_GONE);
+    assert_ptr_equal(am->ops->task, g); /* its creation's once it is out of its job */
+    aggmgr_server_close(am);
+    assert_int_equal(a.done, 0);
+    assert_null(am->ops);
+    assert_int_equal(am->num_reqs, 0);
+    free_mgr_sim(am, fs);
+}
+
 /* What a switchsim says unasked: a link that broke is counted; a malformed report is refused. */
 static void test_sim_report(void **state)
 {
@@ -1672,6 +1875,9 @@ int main(void)
         cmocka_unit_test(test_group_sim_lost_while_laid_out),
         cmocka_unit_test(test_group_sim_timeout),
         cmocka_unit_test(test_sim_report),
+        cmocka_unit_test(test_group_table),
+        cmocka_unit_test(test_group_states),
+        cmocka_unit_test(test_group_gone_at_exit),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
