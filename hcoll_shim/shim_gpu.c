@@ -151,38 +151,6 @@ static void shim_gpu_out(int i, void *buf, int count, MPI_Datatype dtype)
     }
 }
 
-/* A non-blocking call done at once: a request that is already complete. */
-static int shim_gpu_nop_query(void *s, MPI_Status *st)
-{
-    PMPI_Status_set_elements(st, MPI_BYTE, 0);
-    PMPI_Status_set_cancelled(st, 0);
-    st->MPI_SOURCE = MPI_UNDEFINED;
-    st->MPI_TAG    = MPI_UNDEFINED;
-    return MPI_SUCCESS;
-}
-
-static int shim_gpu_nop_free(void *s)
-{
-    return MPI_SUCCESS;
-}
-
-static int shim_gpu_nop_cancel(void *s, int done)
-{
-    return MPI_SUCCESS;
-}
-
-static int shim_gpu_done(int rc, MPI_Request *request)
-{
-    if (request != NULL && rc == MPI_SUCCESS) {
-        rc = PMPI_Grequest_start(shim_gpu_nop_query, shim_gpu_nop_free, shim_gpu_nop_cancel,
-                                 NULL, request);
-        if (rc == MPI_SUCCESS) {
-            rc = PMPI_Grequest_complete(*request);
-        }
-    }
-    return rc;
-}
-
 /*
  * Device buffers on the host path: the shim's ring (shim_host_ring_dev)
  * moves the data through a pinned mirror of the result and the reductions
@@ -403,7 +371,10 @@ static int shim_gpu_stage_run(shim_call_t *c)
         shim_gpu_out(1, c->rbuf, c->coll == AGG_COLL_REDUCE_SCATTER ? c->count : rcount,
                      c->dtype);
     }
-    return shim_gpu_done(rc, c->request);
+    if (rc == MPI_SUCCESS && c->request != NULL) {
+        rc = PMPI_Ibarrier(MPI_COMM_SELF, c->request); /* a request that is complete */
+    }
+    return rc;
 }
 
 const shim_call_path_ops_t shim_path_stage = {"stage", shim_gpu_stage_take, shim_gpu_stage_run};
