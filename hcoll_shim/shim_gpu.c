@@ -254,11 +254,13 @@ static int shim_gpu_ring_put(void *arg, int off, int cnt)
  */
 static int shim_gpu_ring_take(shim_call_t *c)
 {
-    int adt = shim_map_dtype(c->dtype), aop = shim_map_op(c->op), size = 0;
+    int adt, aop, size = 0;
 
     if (c->request != NULL || c->route != SHIM_ROUTE_HOST || c->rmem == AGG_MEM_HOST) {
         return 0;
     }
+    adt = shim_map_dtype(c->dtype);
+    aop = shim_map_op(c->op);
     PMPI_Type_size(c->dtype, &size);
     return (long long)size * c->count >= shim_gpu_reduce_min && adt >= 0 && aop >= 0 &&
            shim_gpu->reduce_supported(adt, aop) &&
