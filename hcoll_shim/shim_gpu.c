@@ -308,11 +308,10 @@ const shim_call_path_ops_t shim_path_gpu_ring = {"gpu_ring", shim_gpu_ring_take,
                                                  shim_gpu_ring_run};
 
 /*
- * Device buffers, unless the call ends on Open MPI anyway and Open MPI
- * takes device memory: a blocking allreduce on the host path (the shim's
- * algorithms) or through node leaders is staged, so are the calls the
- * network takes only from host memory (in-place reduce, non-contiguous
- * bcast, reduce-scatter, allgather) where Open MPI is not CUDA-aware.
+ * Device buffers the paths before did not take. Where Open MPI takes device
+ * memory (CUDA-aware), only a blocking allreduce that the shim runs itself
+ * (host algorithms, node leaders) is staged; the rest goes to Open MPI
+ * with the device pointers.
  */
 static int shim_gpu_stage_take(shim_call_t *c)
 {
