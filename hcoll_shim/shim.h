@@ -136,27 +136,75 @@ static inline void shim_count(agg_coll_type_t coll, shim_path_t path, shim_why_t
     }
 }
 
-/* Where a call goes. */
+/* Where a call goes, as its arguments and communicator say (set once, before the walk). */
 typedef enum shim_route {
-    SHIM_ROUTE_NET,  /* the aggregation tree */
-    SHIM_ROUTE_HOST, /* the shim's host algorithms (allreduce); MPI for the others */
+    SHIM_ROUTE_NET,  /* the aggregation tree (directly or through node leaders) */
+    SHIM_ROUTE_HOST, /* the shim's host algorithms (blocking allreduce); MPI for the others */
     SHIM_ROUTE_MPI,  /* Open MPI untouched */
 } shim_route_t;
 
-/* A reduction's arguments alone: MPI (derived type, non-commutative op, count 0) or NET. */
-shim_route_t shim_route_args(MPI_Datatype dtype, MPI_Op op, int count, shim_why_t *why);
+/*
+ * One intercepted collective. Its entry point fills the program's side
+ * (coll to request); shim_call fills the rest and walks the collective's
+ * paths with it (shim_call.c). Buffers and counts are the program's, in
+ * MPI's terms; smem and rmem say where the buffers are, so nothing after
+ * the entry point asks again (a staged copy is host memory whatever the
+ * GPU runtime's cache would say of its address).
+ */
+typedef struct shim_call {
+    agg_coll_type_t coll;
+    const void     *sbuf;    /* MPI_IN_PLACE as the program gave it; NULL for bcast, barrier */
+    void           *rbuf;    /* bcast: the buffer */
+    int             count;   /* elements of dtype: reduce-scatter's per block, allgather's
+                                received per rank */
+    MPI_Datatype    dtype;   /* allgather: the receive type */
+    int             scount;  /* allgather: elements of stype sent */
+    MPI_Datatype    stype;
+    MPI_Op          op;
+    int             root;
+    MPI_Comm        comm;
+    MPI_Request    *request; /* the non-blocking form's; NULL for the blocking form */
+    agg_mem_type_t  smem;    /* where sbuf and rbuf are */
+    agg_mem_type_t  rmem;
+    /* decided by shim_call before the walk; why and route change when the network fails */
+    shim_comm_t    *sc;      /* NULL: no state (the shim makes it for blocking calls only) */
+    shim_route_t    route;
+    shim_why_t      why;     /* counted with the path that runs it */
+    long long       bytes;   /* bcast, allgather: the data's bytes (per rank) */
+    union {
+        agg_reduce_spec_t red;  /* allreduce, reduce, reduce-scatter */
+        agg_data_spec_t   data; /* bcast, allgather */
+    } spec;                  /* for the network, once route is NET */
+} shim_call_t;
+
+/* A path's run: the walk goes on to the next path (c->why says why). */
+#define SHIM_CALL_NEXT (-1)
 
 /*
- * Where a reduction (allreduce, reduce, reduce-scatter: count elements per
- * block) goes on sc; NET fills spec (sbuf MPI_IN_PLACE taken as rbuf).
+ * A way a call may run. The walk offers the call to each path of its
+ * collective's list in turn; the first that takes it runs it.
  */
-shim_route_t shim_route_reduce(agg_coll_type_t coll, const void *sbuf, void *rbuf, int count,
-                               MPI_Datatype dtype, MPI_Op op, shim_comm_t *sc,
-                               agg_reduce_spec_t *spec, shim_why_t *why);
+typedef struct shim_call_path_ops {
+    const char *name;
+    int (*take)(shim_call_t *c); /* 1: this path runs c; 0: not this one */
+    int (*run)(shim_call_t *c);  /* an MPI result, or SHIM_CALL_NEXT */
+} shim_call_path_ops_t;
 
-/* An allreduce on the host algorithm sc's table gives; counted with why. */
-int shim_allreduce_host(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
-                        MPI_Op op, shim_comm_t *sc, shim_why_t why);
+extern const shim_call_path_ops_t shim_path_net;      /* the tree (shim_coll.c) */
+extern const shim_call_path_ops_t shim_path_gpu_ring; /* host ring reduced on the device */
+extern const shim_call_path_ops_t shim_path_stage;    /* device buffers through host copies */
+extern const shim_call_path_ops_t shim_path_leaders;  /* node leaders (shim_hier.c) */
+extern const shim_call_path_ops_t shim_path_host;     /* host algorithms (shim_allreduce.c) */
+extern const shim_call_path_ops_t shim_path_mpi;      /* Open MPI's (shim_call.c) */
+
+/* Runs an intercepted collective (its entry point filled coll to request). */
+int shim_call(shim_call_t *c);
+
+/* Walks c's paths from the first: shim_call's second half, and a staged call's. */
+int shim_call_walk(shim_call_t *c);
+
+/* The network's part of an allreduce (shim_allreduce.c), for shim_path_net. */
+int shim_allreduce_net(shim_call_t *c);
 
 /*
  * Node leaders (shim_hier.c). shim_hier_setup decides, collectively over
@@ -167,42 +215,26 @@ void shim_hier_setup(shim_comm_t *sc);
 void shim_hier_free(shim_comm_t *sc);
 /* The leaders' group (on leaders); every member gets the same status. */
 agg_status_t shim_hier_group(shim_comm_t *sc);
-int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, int count,
-                        MPI_Datatype dtype, MPI_Op op, const agg_reduce_spec_t *spec);
-int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype dtype, int root,
-                    size_t bytes);
-int shim_hier_barrier(shim_comm_t *sc);
 
 /* sc's scratch buffer of at least `bytes`, or NULL. */
 void *shim_scratch(shim_comm_t *sc, size_t bytes);
 
-/* Where a reduce / bcast goes on sc (shim_coll.c). */
-shim_route_t shim_reduce_route(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype,
-                               MPI_Op op, int root, shim_comm_t *sc, agg_reduce_spec_t *spec,
-                               shim_why_t *why);
-shim_route_t shim_bcast_route(int count, MPI_Datatype dtype, int root, shim_comm_t *sc,
-                              shim_why_t *why);
+/*
+ * A bcast's data in the bytes the network moves: c->spec.data.rbuf is the
+ * program's buffer or, for a non-contiguous type, sc's scratch, packed at
+ * the root. shim_bcast_unpack puts it in the program's buffer elsewhere.
+ */
+void shim_bcast_pack(shim_call_t *c);
+int shim_bcast_unpack(shim_call_t *c);
 
 /*
- * Device buffers (shim_gpu.c). shim_gpu_dev: p is device or managed memory
- * of the loaded GPU backend (0 when none is loaded). The others run a call
- * that has a device buffer; request NULL for the blocking form.
+ * Device buffers (shim_gpu.c). shim_gpu_mem: where p is, host unless it is
+ * device or managed memory of the loaded GPU backend.
  */
 struct agg_conf;
 void shim_gpu_setup(const struct agg_conf *conf);
 void shim_gpu_cleanup(void);
-int shim_gpu_dev(const void *p);
 agg_mem_type_t shim_gpu_mem(const void *p);
-int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
-                       MPI_Comm comm, MPI_Request *request);
-int shim_gpu_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
-                    int root, MPI_Comm comm, MPI_Request *request);
-int shim_gpu_bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_Comm comm,
-                   MPI_Request *request);
-int shim_gpu_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                       MPI_Datatype rtype, MPI_Comm comm);
-int shim_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dtype,
-                                  MPI_Op op, MPI_Comm comm);
 
 /* Prints the AGG_STATS lines (rank 0, MPI_Finalize). */
 void shim_stats_print(void);
@@ -221,6 +253,12 @@ int shim_dtype_named(MPI_Datatype dtype);
  * (a named type whose extent is its size); -1 otherwise.
  */
 long long shim_dtype_bytes(MPI_Datatype dtype, int count);
+
+/* Whether count dtype are `bytes` contiguous bytes (else they are packed). */
+static inline int shim_contig(MPI_Datatype dtype, int count, long long bytes)
+{
+    return shim_dtype_bytes(dtype, count) == bytes;
+}
 
 /*
  * The shim's state of `comm`, made at first use (collective: only blocking

@@ -1,12 +1,24 @@
 /*
- * Device buffers in the intercepted collectives. Allreduce, reduce and
+ * Device buffers in the intercepted collectives: where a call's buffers
+ * are (shim_gpu_mem, filled into the call descriptor once) and the two
+ * paths of the walk that know about device memory. Allreduce, reduce and
  * bcast of a contiguous predefined type go to the network with their
- * buffers marked as device memory, and libagg stages them (pipelined).
- * Whatever cannot go there runs where it would for host buffers: on an
- * Open MPI that takes device memory (CUDA-aware), with the device
- * pointers; otherwise through host copies of the buffers, re-entering the
- * same call, so that every rank takes the same path and algorithm whatever
- * memory its buffers are in.
+ * buffers marked as device memory, and libagg stages them (pipelined:
+ * shim_path_net). Whatever cannot go there runs where it would for host
+ * buffers, so that every rank takes the same path and algorithm whatever
+ * memory its buffers are in:
+ *
+ *  - shim_path_gpu_ring: a blocking allreduce the host ring would run keeps
+ *    its data on the device and reduces it there;
+ *  - shim_path_stage: the buffers are copied to pinned host memory and the
+ *    call walks its paths again as a host call; a result is copied back.
+ *    Not where the call would end on Open MPI and Open MPI takes device
+ *    memory (CUDA-aware): then Open MPI's path gets the device pointers.
+ *
+ * A staged call says its buffers are host memory in its descriptor: the
+ * runtime may place pinned host memory where a freed device allocation
+ * was, which the cache of device allocations cannot see, so a staging
+ * copy is never asked what it is.
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -20,13 +32,6 @@
 static const agg_gpu_ops_t *shim_gpu;
 static int shim_gpu_mpi_aware; /* Open MPI takes device pointers itself */
 static long long shim_gpu_reduce_min; /* AGG_GPU_HOST_REDUCE_MIN */
-
-/*
- * Set while a staged call re-enters MPI with host copies: those are never
- * device buffers. (The runtime may place pinned host memory where a freed
- * device allocation was, which the cache of device allocations cannot see.)
- */
-static __thread int shim_gpu_inner;
 
 /* A thread's staging buffers: pinned, grown as needed. */
 static __thread void  *shim_gpu_buf[2];
@@ -56,20 +61,15 @@ void shim_gpu_setup(const agg_conf_t *conf)
               shim_gpu_mpi_aware ? "takes" : "does not take");
 }
 
-int shim_gpu_dev(const void *p)
+agg_mem_type_t shim_gpu_mem(const void *p)
 {
     agg_gpu_ptr_t q;
 
-    if (shim_gpu == NULL || shim_gpu_inner || p == NULL || p == MPI_IN_PLACE ||
-        agg_gpu_query(p, &q) != 0) {
-        return 0;
+    if (shim_gpu == NULL || p == NULL || p == MPI_IN_PLACE || agg_gpu_query(p, &q) != 0 ||
+        (q.mem != AGG_GPU_MEM_DEVICE && q.mem != AGG_GPU_MEM_MANAGED)) {
+        return AGG_MEM_HOST;
     }
-    return q.mem == AGG_GPU_MEM_DEVICE || q.mem == AGG_GPU_MEM_MANAGED;
-}
-
-agg_mem_type_t shim_gpu_mem(const void *p)
-{
-    return shim_gpu_dev(p) ? (agg_mem_type_t)shim_gpu->mem_type : AGG_MEM_HOST;
+    return (agg_mem_type_t)shim_gpu->mem_type;
 }
 
 void shim_gpu_cleanup(void)
@@ -149,63 +149,6 @@ static void shim_gpu_out(int i, void *buf, int count, MPI_Datatype dtype)
          shim_gpu->stream_sync(shim_gpu_stream) != 0)) {
         shim_gpu_die("copying a result to the device buffer");
     }
-}
-
-/* A non-blocking call done at once: a request that is already complete. */
-static int shim_gpu_nop_query(void *s, MPI_Status *st)
-{
-    PMPI_Status_set_elements(st, MPI_BYTE, 0);
-    PMPI_Status_set_cancelled(st, 0);
-    st->MPI_SOURCE = MPI_UNDEFINED;
-    st->MPI_TAG    = MPI_UNDEFINED;
-    return MPI_SUCCESS;
-}
-
-static int shim_gpu_nop_free(void *s)
-{
-    return MPI_SUCCESS;
-}
-
-static int shim_gpu_nop_cancel(void *s, int done)
-{
-    return MPI_SUCCESS;
-}
-
-static int shim_gpu_done(int rc, MPI_Request *request)
-{
-    if (request != NULL && rc == MPI_SUCCESS) {
-        rc = PMPI_Grequest_start(shim_gpu_nop_query, shim_gpu_nop_free, shim_gpu_nop_cancel,
-                                 NULL, request);
-        if (rc == MPI_SUCCESS) {
-            rc = PMPI_Grequest_complete(*request);
-        }
-    }
-    return rc;
-}
-
-/*
- * The network, when the call can go there as it is: AGG_OK (done, or
- * posted on *request), else an error and the caller stages.
- */
-static agg_status_t shim_gpu_net(agg_coll_type_t coll, shim_comm_t *sc, agg_reduce_spec_t *spec,
-                                 MPI_Request *request, int *posted)
-{
-    agg_request_t *req = NULL;
-    agg_status_t st;
-
-    spec->sbuf_mem = shim_gpu_mem(spec->sbuf);
-    spec->rbuf_mem = shim_gpu_mem(spec->rbuf);
-    st = coll == AGG_COLL_ALLREDUCE ? agg_iallreduce(sc->agg, spec, &req)
-                                    : agg_ireduce(sc->agg, spec, &req);
-    *posted = st == AGG_OK;
-    if (st != AGG_OK) {
-        return st; /* the arguments: alike on every rank, nothing written */
-    }
-    if (request != NULL) {
-        shim_ireq_start(sc, coll, req, NULL, request);
-        return AGG_OK;
-    }
-    return shim_net_wait(coll, req);
 }
 
 /*
@@ -307,27 +250,36 @@ static int shim_gpu_ring_put(void *arg, int off, int cnt)
  * The ring on the device when the host path would run the ring here (so the
  * messages are those of ranks with host buffers, which lets each rank pick
  * where it reduces on its own), the device reduces the type and op and the
- * call has AGG_GPU_HOST_REDUCE_MIN bytes; else 0 and nothing done. *rc: the
- * call's MPI result.
+ * call has AGG_GPU_HOST_REDUCE_MIN bytes.
  */
-static int shim_gpu_ring(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
-                         shim_comm_t *sc, shim_why_t why, int *rc)
+static int shim_gpu_ring_take(shim_call_t *c)
 {
-    shim_gpu_ring_t g = {.own = sbuf == MPI_IN_PLACE ? rbuf : sbuf, .res = rbuf};
+    int adt, aop, size = 0;
+
+    if (c->request != NULL || c->route != SHIM_ROUTE_HOST || c->rmem == AGG_MEM_HOST) {
+        return 0;
+    }
+    adt = shim_map_dtype(c->dtype);
+    aop = shim_map_op(c->op);
+    PMPI_Type_size(c->dtype, &size);
+    return (long long)size * c->count >= shim_gpu_reduce_min && adt >= 0 && aop >= 0 &&
+           shim_gpu->reduce_supported(adt, aop) &&
+           shim_host_choose(&c->sc->tune, (size_t)size * (size_t)c->count, c->sc->size) ==
+               SHIM_ALG_RING;
+}
+
+static int shim_gpu_ring_run(shim_call_t *c)
+{
+    shim_gpu_ring_t g = {.own = c->sbuf == MPI_IN_PLACE ? c->rbuf : c->sbuf, .res = c->rbuf};
     shim_host_dev_t dev = {&g, shim_gpu_ring_own, shim_gpu_ring_reduce, shim_gpu_ring_fetch,
                            shim_gpu_ring_put};
-    int adt = shim_map_dtype(dtype), aop = shim_map_op(op), size = 0, cur = -1;
     MPI_Aint lb, ext = 0;
     agg_gpu_ptr_t q;
+    int rc, cur = -1;
 
-    PMPI_Type_size(dtype, &size);
-    PMPI_Type_get_extent(dtype, &lb, &ext); /* pairs: larger than their size */
-    if ((long long)size * count < shim_gpu_reduce_min || !shim_gpu_dev(rbuf) || adt < 0 ||
-        aop < 0 || !shim_gpu->reduce_supported(adt, aop) ||
-        shim_host_choose(&sc->tune, (size_t)size * (size_t)count, sc->size) != SHIM_ALG_RING ||
-        agg_gpu_query(rbuf, &q) != 0 || q.device < 0 || q.device >= AGG_GPU_MAX_DEV ||
+    if (agg_gpu_query(c->rbuf, &q) != 0 || q.device < 0 || q.device >= AGG_GPU_MAX_DEV ||
         shim_gpu->device_get(&cur) != 0) {
-        return 0;
+        return SHIM_CALL_NEXT; /* staged, as the host path would run it */
     }
     if (cur != q.device && shim_gpu->device_set(q.device) != 0) {
         shim_gpu_die("making the buffer's device current");
@@ -337,191 +289,93 @@ static int shim_gpu_ring(const void *sbuf, void *rbuf, int count, MPI_Datatype d
         shim_gpu_scr[q.device] = NULL;
         shim_gpu_die("device scratch for the ring");
     }
+    PMPI_Type_get_extent(c->dtype, &lb, &ext); /* pairs: larger than their size */
     g.scr    = shim_gpu_scr[q.device];
-    g.mirror = shim_gpu_in(1, rbuf, count, dtype, 0);
+    g.mirror = shim_gpu_in(1, c->rbuf, c->count, c->dtype, 0);
     g.ext    = (size_t)ext;
-    g.count  = count;
-    g.dtype  = adt;
-    g.op     = aop;
-    shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_GPU_RING, why);
-    *rc = shim_host_ring_dev(g.mirror, count, dtype, op, sc->pcomm, &dev);
+    g.count  = c->count;
+    g.dtype  = shim_map_dtype(c->dtype);
+    g.op     = shim_map_op(c->op);
+    shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_GPU_RING, c->why);
+    rc = shim_host_ring_dev(g.mirror, c->count, c->dtype, c->op, c->sc->pcomm, &dev);
     if (cur != q.device) {
         shim_gpu->device_set(cur);
     }
-    return 1;
+    return rc;
 }
 
-int shim_gpu_allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
-                       MPI_Comm comm, MPI_Request *request)
-{
-    agg_reduce_spec_t spec;
-    shim_comm_t *sc = request != NULL ? shim_comm_peek(comm) : shim_comm_get(comm);
-    shim_why_t why;
-    shim_route_t r;
-    void *hs, *hr;
-    int rc, posted = 0;
+const shim_call_path_ops_t shim_path_gpu_ring = {"gpu_ring", shim_gpu_ring_take,
+                                                 shim_gpu_ring_run};
 
-    r = shim_route_reduce(AGG_COLL_ALLREDUCE, sbuf, rbuf, count, dtype, op, sc, &spec, &why);
-    if (r == SHIM_ROUTE_NET && !sc->hier) {
-        if (shim_gpu_net(AGG_COLL_ALLREDUCE, sc, &spec, request, &posted) == AGG_OK) {
-            return MPI_SUCCESS;
-        }
-        if (posted && sbuf == MPI_IN_PLACE) {
-            /* some results may be in rbuf already: its input is gone (as on the host) */
-            agg_error("in-place allreduce of a device buffer failed in the network");
-            shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
-            PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
-            return MPI_ERR_INTERN;
-        }
-        r   = SHIM_ROUTE_HOST; /* as ranks with host buffers go on */
-        why = SHIM_WHY_NETWORK_ERROR;
+/*
+ * Device buffers the paths before did not take. Where Open MPI takes device
+ * memory (CUDA-aware), only a blocking allreduce that the shim runs itself
+ * (host algorithms, node leaders) is staged; the rest goes to Open MPI
+ * with the device pointers.
+ */
+static int shim_gpu_stage_take(shim_call_t *c)
+{
+    if (c->smem == AGG_MEM_HOST && c->rmem == AGG_MEM_HOST) {
+        return 0;
     }
-    if (request != NULL) {
-        /* as MPI_Iallreduce on host buffers: Open MPI's, on the same communicator */
-        why = r == SHIM_ROUTE_NET ? SHIM_WHY_LEADERS : why; /* hier: the leaders' steps block */
-        r   = SHIM_ROUTE_MPI;
-    } else if (r == SHIM_ROUTE_HOST &&
-               shim_gpu_ring(sbuf, rbuf, count, dtype, op, sc, why, &rc)) {
-        return rc;
-    }
-    if (r == SHIM_ROUTE_MPI && shim_gpu_mpi_aware) {
-        shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
-        return request != NULL ? PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request)
-                               : PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
-    }
-    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, count, dtype, 1);
-    hr = shim_gpu_in(1, rbuf, count, dtype, sbuf == MPI_IN_PLACE);
-    shim_gpu_inner = 1;
-    if (request != NULL) {
-        shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, why);
-        rc = PMPI_Iallreduce(hs, hr, count, dtype, op, comm, request);
-        rc = rc == MPI_SUCCESS ? PMPI_Wait(request, MPI_STATUS_IGNORE) : rc;
-    } else {
-        rc = r == SHIM_ROUTE_HOST ? shim_allreduce_host(hs, hr, count, dtype, op, sc, why)
-                                  : MPI_Allreduce(hs, hr, count, dtype, op, comm);
-    }
-    shim_gpu_inner = 0;
-    if (rc == MPI_SUCCESS) {
-        shim_gpu_out(1, rbuf, count, dtype);
-    }
-    return shim_gpu_done(rc, request);
+    return !shim_gpu_mpi_aware || (c->coll == AGG_COLL_ALLREDUCE && c->request == NULL &&
+                                   c->route != SHIM_ROUTE_MPI);
 }
 
-int shim_gpu_reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dtype, MPI_Op op,
-                    int root, MPI_Comm comm, MPI_Request *request)
+/*
+ * The call again on host copies of its device buffers, from the first
+ * path; the result copied back. A non-blocking one is complete when this
+ * returns (its request is one that is done).
+ */
+static int shim_gpu_stage_run(shim_call_t *c)
 {
-    agg_reduce_spec_t spec;
-    shim_comm_t *sc = request != NULL ? shim_comm_peek(comm) : shim_comm_get(comm);
-    shim_why_t why;
-    void *hs, *hr = NULL;
-    int rc, me = -1, posted;
+    shim_call_t h = *c;
+    int me = -1, size = 1, rc, in_place = c->sbuf == MPI_IN_PLACE;
+    int scount = c->count, rcount = c->count, rin = in_place, rout = 1;
+    MPI_Datatype stype = c->dtype;
 
-    PMPI_Comm_rank(comm, &me);
-    if (shim_reduce_route(sbuf, rbuf, count, dtype, op, root, sc, &spec, &why) ==
-            SHIM_ROUTE_NET && sbuf != MPI_IN_PLACE &&
-        shim_gpu_net(AGG_COLL_REDUCE, sc, &spec, request, &posted) == AGG_OK) {
-        return MPI_SUCCESS;
+    PMPI_Comm_rank(c->comm, &me);
+    PMPI_Comm_size(c->comm, &size);
+    switch (c->coll) {
+    case AGG_COLL_REDUCE:
+        rout = me == c->root; /* rbuf only matters at the root */
+        rin  = rin && rout;
+        break;
+    case AGG_COLL_BCAST:
+        rin  = me == c->root;
+        rout = !rin;
+        break;
+    case AGG_COLL_REDUCE_SCATTER:
+        scount = c->count * size;
+        rcount = in_place ? scount : c->count; /* in place, rbuf holds every block on entry */
+        break;
+    case AGG_COLL_ALLGATHER:
+        scount = c->scount;
+        stype  = c->stype;
+        rcount = c->count * size;
+        break;
+    default:
+        break;
     }
-    if (shim_gpu_mpi_aware) {
-        shim_count(AGG_COLL_REDUCE, SHIM_PATH_MPI, why);
-        return request != NULL ? PMPI_Ireduce(sbuf, rbuf, count, dtype, op, root, comm, request)
-                               : PMPI_Reduce(sbuf, rbuf, count, dtype, op, root, comm);
+    if (c->smem != AGG_MEM_HOST) {
+        h.sbuf = shim_gpu_in(0, c->sbuf, scount, stype, 1);
     }
-    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, count, dtype, 1);
-    if (me == root) {
-        hr = shim_gpu_in(1, rbuf, count, dtype, sbuf == MPI_IN_PLACE);
+    if (c->rmem != AGG_MEM_HOST) {
+        h.rbuf = rin || rout ? shim_gpu_in(1, c->rbuf, rcount, c->dtype, rin) : NULL;
     }
-    shim_gpu_inner = 1;
-    rc = MPI_Reduce(hs, hr, count, dtype, op, root, comm);
-    shim_gpu_inner = 0;
-    if (rc == MPI_SUCCESS && me == root) {
-        shim_gpu_out(1, rbuf, count, dtype);
+    h.smem = h.rmem = AGG_MEM_HOST;
+    rc = shim_call_walk(&h);
+    if (rc == MPI_SUCCESS && c->request != NULL) {
+        rc = MPI_Wait(c->request, MPI_STATUS_IGNORE); /* the shim's: offloaded ones too */
     }
-    return shim_gpu_done(rc, request);
-}
-
-int shim_gpu_bcast(void *buf, int count, MPI_Datatype dtype, int root, MPI_Comm comm,
-                   MPI_Request *request)
-{
-    long long bytes = shim_dtype_bytes(dtype, count);
-    shim_comm_t *sc = request != NULL ? shim_comm_peek(comm) : shim_comm_get(comm);
-    agg_data_spec_t spec = {.rbuf = buf, .bytes = (size_t)bytes, .root = root};
-    agg_request_t *req = NULL;
-    shim_why_t why;
-    void *hb;
-    int rc, me = -1;
-
-    PMPI_Comm_rank(comm, &me);
-    if (bytes > 0 && shim_bcast_route(count, dtype, root, sc, &why) == SHIM_ROUTE_NET &&
-        !sc->hier) {
-        spec.rbuf_mem = shim_gpu_mem(buf);
-        if (agg_ibcast(sc->agg, &spec, &req) == AGG_OK) {
-            if (request != NULL) {
-                shim_ireq_start(sc, AGG_COLL_BCAST, req, NULL, request);
-                return MPI_SUCCESS;
-            }
-            if (shim_net_wait(AGG_COLL_BCAST, req) == AGG_OK) {
-                return MPI_SUCCESS;
-            }
-        }
+    if (rc == MPI_SUCCESS && rout && c->rmem != AGG_MEM_HOST) {
+        shim_gpu_out(1, c->rbuf, c->coll == AGG_COLL_REDUCE_SCATTER ? c->count : rcount,
+                     c->dtype);
     }
-    if (shim_gpu_mpi_aware) {
-        shim_count(AGG_COLL_BCAST, SHIM_PATH_MPI, SHIM_WHY_NONE);
-        return request != NULL ? PMPI_Ibcast(buf, count, dtype, root, comm, request)
-                               : PMPI_Bcast(buf, count, dtype, root, comm);
-    }
-    hb = shim_gpu_in(0, buf, count, dtype, me == root);
-    shim_gpu_inner = 1;
-    rc = MPI_Bcast(hb, count, dtype, root, comm);
-    shim_gpu_inner = 0;
-    if (rc == MPI_SUCCESS && me != root) {
-        shim_gpu_out(0, buf, count, dtype);
-    }
-    return shim_gpu_done(rc, request);
-}
-
-int shim_gpu_allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                       MPI_Datatype rtype, MPI_Comm comm)
-{
-    int size = 1, rc;
-    void *hs, *hr;
-
-    if (shim_gpu_mpi_aware) {
-        shim_count(AGG_COLL_ALLGATHER, SHIM_PATH_MPI, SHIM_WHY_NONE);
-        return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-    }
-    PMPI_Comm_size(comm, &size);
-    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, scount, stype, 1);
-    hr = shim_gpu_in(1, rbuf, rcount * size, rtype, sbuf == MPI_IN_PLACE);
-    shim_gpu_inner = 1;
-    rc = MPI_Allgather(hs, scount, stype, hr, rcount, rtype, comm);
-    shim_gpu_inner = 0;
-    if (rc == MPI_SUCCESS) {
-        shim_gpu_out(1, rbuf, rcount * size, rtype);
+    if (rc == MPI_SUCCESS && c->request != NULL) {
+        rc = PMPI_Ibarrier(MPI_COMM_SELF, c->request); /* a request that is complete */
     }
     return rc;
 }
 
-int shim_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dtype,
-                                  MPI_Op op, MPI_Comm comm)
-{
-    int size = 1, rc;
-    void *hs, *hr;
-
-    if (shim_gpu_mpi_aware) {
-        shim_count(AGG_COLL_REDUCE_SCATTER, SHIM_PATH_MPI, SHIM_WHY_NONE);
-        return PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm);
-    }
-    PMPI_Comm_size(comm, &size);
-    hs = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : shim_gpu_in(0, sbuf, rcount * size, dtype, 1);
-    /* in place, rbuf holds every block on entry */
-    hr = shim_gpu_in(1, rbuf, sbuf == MPI_IN_PLACE ? rcount * size : rcount, dtype,
-                     sbuf == MPI_IN_PLACE);
-    shim_gpu_inner = 1;
-    rc = MPI_Reduce_scatter_block(hs, hr, rcount, dtype, op, comm);
-    shim_gpu_inner = 0;
-    if (rc == MPI_SUCCESS) {
-        shim_gpu_out(1, rbuf, rcount, dtype);
-    }
-    return rc;
-}
+const shim_call_path_ops_t shim_path_stage = {"stage", shim_gpu_stage_take, shim_gpu_stage_run};

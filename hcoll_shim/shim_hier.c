@@ -9,8 +9,9 @@
  * placement says so) or HCOLL_SBGP has no shared-memory level, the
  * communicator stays flat: every rank has its own place in the group.
  *
- * Blocking allreduce, bcast and barrier take this path; the others go to
- * MPI, counted as "leaders". A failure in the tree fails alike on every
+ * Blocking allreduce, bcast and barrier take this path (shim_path_leaders,
+ * with host buffers: device ones are staged first); the others go to MPI,
+ * counted as "leaders". A failure in the tree fails alike on every
  * leader, which then redo their step on the host from what they kept; the
  * members of their hosts never see it.
  */
@@ -114,8 +115,8 @@ agg_status_t shim_hier_group(shim_comm_t *sc)
     return (agg_status_t)st;
 }
 
-int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, int count,
-                        MPI_Datatype dtype, MPI_Op op, const agg_reduce_spec_t *spec)
+static int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, int count,
+                               MPI_Datatype dtype, MPI_Op op, const agg_reduce_spec_t *spec)
 {
     const void *in = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     size_t bytes = (size_t)count * agg_dtype_size(spec->dtype);
@@ -160,8 +161,8 @@ int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, int count
     return rc != MPI_SUCCESS ? rc : PMPI_Bcast(rbuf, count, dtype, 0, sc->node);
 }
 
-int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype dtype, int root,
-                    size_t bytes)
+static int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype dtype, int root,
+                           size_t bytes)
 {
     int lroot = sc->leader_of[root], me = -1, rc = MPI_SUCCESS;
     /* on the root's host the root itself sends: its buffer is never written */
@@ -197,7 +198,7 @@ int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype dtype, i
     return rc != MPI_SUCCESS ? rc : PMPI_Bcast(buf, count, dtype, nroot, sc->node);
 }
 
-int shim_hier_barrier(shim_comm_t *sc)
+static int shim_hier_barrier(shim_comm_t *sc)
 {
     int rc = PMPI_Barrier(sc->node);
 
@@ -214,3 +215,29 @@ int shim_hier_barrier(shim_comm_t *sc)
     }
     return rc != MPI_SUCCESS ? rc : PMPI_Barrier(sc->node);
 }
+
+static int shim_leaders_take(shim_call_t *c)
+{
+    return c->route == SHIM_ROUTE_NET && c->sc->hier && c->smem == AGG_MEM_HOST &&
+           c->rmem == AGG_MEM_HOST;
+}
+
+static int shim_leaders_run(shim_call_t *c)
+{
+    int rc;
+
+    switch (c->coll) {
+    case AGG_COLL_ALLREDUCE:
+        return shim_hier_allreduce(c->sc, c->sbuf, c->rbuf, c->count, c->dtype, c->op,
+                                   &c->spec.red);
+    case AGG_COLL_BCAST:
+        shim_bcast_pack(c); /* the leaders move bytes */
+        rc = shim_hier_bcast(c->sc, c->spec.data.rbuf, (int)c->bytes, MPI_BYTE, c->root,
+                             (size_t)c->bytes);
+        return rc != MPI_SUCCESS ? rc : shim_bcast_unpack(c);
+    default:
+        return shim_hier_barrier(c->sc);
+    }
+}
+
+const shim_call_path_ops_t shim_path_leaders = {"leaders", shim_leaders_take, shim_leaders_run};

@@ -1,10 +1,11 @@
 /*
  * hcoll_shim: preloaded under an unmodified mpirun and MPI program. This
  * file: MPI_Init*, MPI_Finalize and the job's settings. shim_comm.c keeps a
- * state per communicator (and its group on the tree), shim_allreduce.c and
- * shim_coll.c route each collective to the network, to the shim's own host
- * algorithms (shim_host.c) or to Open MPI's PMPI_ functions, so a result is
- * never wrong; shim_request.c completes non-blocking ones through MPI's own
+ * state per communicator (and its group on the tree), shim_call.c takes
+ * each collective as one call descriptor and walks its paths: the network
+ * (shim_coll.c), device buffers' (shim_gpu.c), node leaders (shim_hier.c),
+ * the shim's own host algorithms (shim_allreduce.c, shim_host.c) or Open
+ * MPI's PMPI_ functions, so a result is never wrong; shim_request.c completes non-blocking ones through MPI's own
  * requests, shim_stats.c says where calls went. HCOLL_ENABLE_SHARP: 0 off,
  * 1 use if available, 2 and up force (an unreachable manager is then an
  * error), 4 offloads barriers too.
