@@ -504,7 +504,7 @@ static int shim_host_ring(const shim_host_call_t *c)
 static int shim_host_call_init(shim_host_call_t *c, const void *sbuf, void *rbuf, int count,
                                MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
 {
-    MPI_Aint lb, ext;
+    MPI_Aint lb = 0, ext = 0; /* a failed call below leaves them unset */
     int rc;
 
     rc = PMPI_Comm_size(comm, &c->size);
