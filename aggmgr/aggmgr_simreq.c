@@ -8,8 +8,6 @@
  */
 #include "aggmgr.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -204,42 +202,64 @@ void aggmgr_sim_fail_all(aggmgr_t *am, int sim, agg_status_t st)
     }
 }
 
+/* One switchsim's socket while aggmgr settles (aggmgr_sims_settle). */
+typedef struct aggmgr__settle {
+    aggmgr_t *am;
+    int       sim;
+} aggmgr__settle_t;
+
+static void aggmgr__settle_read(agg_loop_t *loop, int fd, short revents, void *arg)
+{
+    static uint8_t body[65536]; /* replies to aggmgr's requests are small */
+    aggmgr__settle_t *s = arg;
+    agg_msg_hdr_t hdr;
+
+    (void)revents;
+    if (agg_msg_recv(fd, &hdr, body, sizeof(body), AGGMGR_IO_TIMEOUT_MS) != AGG_OK ||
+        aggmgr_sim_message(s->am, s->sim, &hdr, body) != AGG_OK) {
+        agg_loop_del(loop, fd, s);
+        aggmgr_sim_lost(s->am, s->sim);
+    }
+}
+
+static int aggmgr__settle_expire(agg_loop_t *loop, void *arg)
+{
+    int next = aggmgr_sims_expire(arg);
+
+    (void)loop;
+    return next >= 0 && next < 100 ? next : 100;
+}
+
 int aggmgr_sims_settle(aggmgr_t *am, int timeout_ms)
 {
     int64_t end = agg_time_ms() + timeout_ms;
-    static uint8_t body[65536]; /* replies to aggmgr's requests are small */
+    aggmgr__settle_t s[AGGMGR_MAX_SIMS];
+    agg_loop_t *loop;
+    int i, rc = 0;
 
-    while (am->num_reqs > 0) {
-        struct pollfd pfds[AGGMGR_MAX_SIMS];
-        int n = 0, i, left = (int)(end - agg_time_ms()), next = aggmgr_sims_expire(am);
-
-        if (am->num_reqs == 0) {
-            break;
-        }
-        if (left <= 0) {
-            return -1;
-        }
-        for (i = 0; i < am->num_sims; ++i) {
-            pfds[i].fd     = am->sims[i].fd;
-            pfds[i].events = POLLIN;
-            n              = i + 1;
-        }
-        if (poll(pfds, (nfds_t)n, next >= 0 && next < left ? next : left) < 0 &&
-            errno != EINTR) {
-            return -1;
-        }
-        for (i = 0; i < n; ++i) {
-            agg_msg_hdr_t hdr;
-
-            if (pfds[i].fd < 0 || !(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
-                continue;
-            }
-            if (agg_msg_recv(pfds[i].fd, &hdr, body, sizeof(body), AGGMGR_IO_TIMEOUT_MS) !=
-                    AGG_OK ||
-                aggmgr_sim_message(am, i, &hdr, body) != AGG_OK) {
-                aggmgr_sim_lost(am, i);
-            }
+    if (am->num_reqs == 0) {
+        return 0;
+    }
+    /* a loop of its own: the server's has stopped, and the unit tests have none */
+    if (agg_loop_create(&loop, AGGMGR_MAX_SIMS) != AGG_OK) {
+        return -1;
+    }
+    for (i = 0; i < am->num_sims; ++i) {
+        s[i] = (aggmgr__settle_t){am, i};
+        if (am->sims[i].fd >= 0) {
+            agg_loop_add(loop, am->sims[i].fd, POLLIN, NULL, aggmgr__settle_read, &s[i]);
         }
     }
-    return 0;
+    if (agg_loop_timer(loop, 0, aggmgr__settle_expire, am) < 0) {
+        rc = -1;
+    }
+    while (rc == 0 && am->num_reqs > 0) {
+        int left = (int)(end - agg_time_ms());
+
+        if (left <= 0 || agg_loop_once(loop, left) != AGG_OK) {
+            rc = -1;
+        }
+    }
+    agg_loop_destroy(loop);
+    return rc;
 }
