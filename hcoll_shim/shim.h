@@ -71,9 +71,10 @@ typedef struct shim_comm {
 } shim_comm_t;
 
 /*
- * A non-blocking bcast's data in another layout than the program's type
- * (non-contiguous): packed at the root before it starts, unpacked into the
- * program's buffer elsewhere when it completes.
+ * A non-blocking call's buffer of its own, freed with its request: a bcast's
+ * or allgather's data in another layout than the program's type (packed
+ * before it starts, unpacked into the program's buffer when it completes),
+ * an in-place reduce-scatter's input moved aside.
  */
 typedef struct shim_ipack {
     void        *buf;    /* the packed bytes (freed with the request), or NULL */

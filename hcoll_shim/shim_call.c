@@ -243,10 +243,15 @@ static int shim_call_pmpi(const shim_call_t *c)
     case AGG_COLL_BARRIER:
         return nb ? PMPI_Ibarrier(c->comm, c->request) : PMPI_Barrier(c->comm);
     case AGG_COLL_REDUCE_SCATTER:
-        return PMPI_Reduce_scatter_block(c->sbuf, c->rbuf, c->count, c->dtype, c->op, c->comm);
+        return nb ? PMPI_Ireduce_scatter_block(c->sbuf, c->rbuf, c->count, c->dtype, c->op,
+                                               c->comm, c->request)
+                  : PMPI_Reduce_scatter_block(c->sbuf, c->rbuf, c->count, c->dtype, c->op,
+                                              c->comm);
     default:
-        return PMPI_Allgather(c->sbuf, c->scount, c->stype, c->rbuf, c->count, c->dtype,
-                              c->comm);
+        return nb ? PMPI_Iallgather(c->sbuf, c->scount, c->stype, c->rbuf, c->count, c->dtype,
+                                    c->comm, c->request)
+                  : PMPI_Allgather(c->sbuf, c->scount, c->stype, c->rbuf, c->count, c->dtype,
+                                   c->comm);
     }
 }
 
@@ -352,12 +357,33 @@ SHIM_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     return shim_call(&c);
 }
 
+SHIM_API int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                       MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                                       MPI_Request *request)
+{
+    shim_call_t c = {.coll = AGG_COLL_REDUCE_SCATTER, .sbuf = sbuf, .rbuf = rbuf,
+                     .count = rcount, .dtype = dtype, .op = op, .comm = comm,
+                     .request = request};
+
+    return shim_call(&c);
+}
+
 SHIM_API int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                            int rcount, MPI_Datatype rtype, MPI_Comm comm)
 {
     shim_call_t c = {.coll = AGG_COLL_ALLGATHER, .sbuf = sbuf, .scount = scount,
                      .stype = stype, .rbuf = rbuf, .count = rcount, .dtype = rtype,
                      .comm = comm};
+
+    return shim_call(&c);
+}
+
+SHIM_API int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                            int rcount, MPI_Datatype rtype, MPI_Comm comm, MPI_Request *request)
+{
+    shim_call_t c = {.coll = AGG_COLL_ALLGATHER, .sbuf = sbuf, .scount = scount,
+                     .stype = stype, .rbuf = rbuf, .count = rcount, .dtype = rtype,
+                     .comm = comm, .request = request};
 
     return shim_call(&c);
 }

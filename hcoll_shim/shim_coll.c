@@ -11,7 +11,8 @@
  * Open MPI for the others) when the input is intact: an in-place reduce at
  * the root and an in-place reduce-scatter keep a copy of it for that; an
  * in-place allreduce cannot (shim_allreduce.c). A non-blocking call whose
- * post fails (alike everywhere: the arguments) goes to Open MPI.
+ * post fails (alike everywhere: the arguments) goes to Open MPI; what it
+ * packs, unpacks or moves aside is in a buffer of its request's own.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,74 @@ static void shim_ibcast_pack(shim_call_t *c, shim_ipack_t *pack)
     c->spec.data.rbuf = pack->buf;
 }
 
+/* A request's own buffer of `bytes`; running out would split the ranks' paths: stop. */
+static void *shim_ibuf_or_abort(size_t bytes)
+{
+    void *p = malloc(bytes > 0 ? bytes : 1);
+
+    if (p == NULL) {
+        agg_error("out of memory for a %zu-byte buffer of a non-blocking call", bytes);
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+/*
+ * A non-blocking in-place reduce-scatter: its input (all of rbuf, whose
+ * start takes the result) moves to a buffer of the request's own.
+ */
+static void shim_ireduce_scatter_aside(shim_call_t *c, shim_ipack_t *pack)
+{
+    size_t bytes = (size_t)c->count * (size_t)c->sc->size * agg_dtype_size(c->spec.red.dtype);
+
+    pack->buf = shim_ibuf_or_abort(bytes);
+    memcpy(pack->buf, c->rbuf, bytes);
+    c->spec.red.sbuf = pack->buf;
+}
+
+/*
+ * A non-blocking allgather's layouts: blocks that are not contiguous on this
+ * rank go through a buffer of the request's own, [the gathered blocks | my
+ * block], packed now and unpacked when it completes.
+ */
+static void shim_iallgather_pack(shim_call_t *c, shim_ipack_t *pack)
+{
+    size_t bytes = (size_t)c->bytes, all = bytes * (size_t)c->sc->size;
+    int scontig = shim_contig(c->stype, c->scount, c->bytes), pos = 0;
+    int rcontig = shim_contig(c->dtype, c->count, c->bytes);
+
+    if (c->sbuf == MPI_IN_PLACE) {
+        MPI_Aint lb, extent;
+
+        /* my block is in rbuf, at its place, in rbuf's layout */
+        PMPI_Type_get_extent(c->dtype, &lb, &extent);
+        c->spec.data.sbuf = (const uint8_t *)c->rbuf +
+                            (size_t)c->sc->rank * (size_t)c->count * (size_t)extent;
+        scontig = rcontig;
+        if (!scontig) {
+            pack->buf = shim_ibuf_or_abort(all + bytes);
+            PMPI_Pack(c->spec.data.sbuf, c->count, c->dtype, (uint8_t *)pack->buf + all,
+                      (int)bytes, &pos, c->sc->pcomm);
+        }
+    } else if (!scontig) {
+        pack->buf = shim_ibuf_or_abort(all + bytes);
+        PMPI_Pack(c->sbuf, c->scount, c->stype, (uint8_t *)pack->buf + all, (int)bytes, &pos,
+                  c->sc->pcomm);
+    }
+    if (!scontig) {
+        c->spec.data.sbuf = (uint8_t *)pack->buf + all;
+    }
+    if (!rcontig) {
+        if (pack->buf == NULL) {
+            pack->buf = shim_ibuf_or_abort(all);
+        }
+        c->spec.data.rbuf = pack->buf;
+        *pack = (shim_ipack_t){pack->buf, c->rbuf, c->count * c->sc->size, MPI_DATATYPE_NULL,
+                               c->sc->pcomm, (int)all};
+        PMPI_Type_dup(c->dtype, &pack->utype);
+    }
+}
+
 /* ---- each collective's blocking form ------------------------------------ */
 
 static int shim_reduce_net(shim_call_t *c)
@@ -238,6 +307,10 @@ static int shim_net_start(shim_call_t *c)
 
     if (c->coll == AGG_COLL_BCAST && !shim_contig(c->dtype, c->count, c->bytes)) {
         shim_ibcast_pack(c, &pack);
+    } else if (c->coll == AGG_COLL_REDUCE_SCATTER && c->sbuf == MPI_IN_PLACE) {
+        shim_ireduce_scatter_aside(c, &pack);
+    } else if (c->coll == AGG_COLL_ALLGATHER) {
+        shim_iallgather_pack(c, &pack);
     }
     if (shim_net_post(c, &req) != AGG_OK) {
         free(pack.buf);

@@ -248,6 +248,21 @@ void ompi_reduce_scatter_block_f(char *sbuf, char *rbuf, MPI_Fint *rcount, MPI_F
                                               PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm)));
 }
 
+SHIM_F_ENTRY(ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK, (char *sbuf, char *rbuf,
+             MPI_Fint *rcount, MPI_Fint *dtype, MPI_Fint *op, MPI_Fint *comm,
+             MPI_Fint *request, MPI_Fint *ierr));
+void ompi_ireduce_scatter_block_f(char *sbuf, char *rbuf, MPI_Fint *rcount, MPI_Fint *dtype,
+                                  MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request,
+                                  MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Ireduce_scatter_block(shim_f_sbuf(sbuf), shim_f_buf(rbuf), (int)*rcount,
+                                       PMPI_Type_f2c(*dtype), PMPI_Op_f2c(*op),
+                                       PMPI_Comm_f2c(*comm), &req);
+
+    shim_f_req(ierr, rc, req, request);
+}
+
 /* ---- data movement and synchronisation --------------------------------- */
 
 SHIM_F_ENTRY(bcast, MPI_BCAST, (char *buf, MPI_Fint *count, MPI_Fint *dtype, MPI_Fint *root,
@@ -279,6 +294,21 @@ void ompi_allgather_f(char *sbuf, MPI_Fint *scount, MPI_Fint *stype, char *rbuf,
     shim_f_ret(ierr, MPI_Allgather(shim_f_sbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
                                    shim_f_buf(rbuf), (int)*rcount, PMPI_Type_f2c(*rtype),
                                    PMPI_Comm_f2c(*comm)));
+}
+
+SHIM_F_ENTRY(iallgather, MPI_IALLGATHER, (char *sbuf, MPI_Fint *scount, MPI_Fint *stype,
+             char *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *request,
+             MPI_Fint *ierr));
+void ompi_iallgather_f(char *sbuf, MPI_Fint *scount, MPI_Fint *stype, char *rbuf,
+                       MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *request,
+                       MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Iallgather(shim_f_sbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
+                            shim_f_buf(rbuf), (int)*rcount, PMPI_Type_f2c(*rtype),
+                            PMPI_Comm_f2c(*comm), &req);
+
+    shim_f_req(ierr, rc, req, request);
 }
 
 SHIM_F_ENTRY(barrier, MPI_BARRIER, (MPI_Fint *comm, MPI_Fint *ierr));

@@ -18,11 +18,16 @@ run_nb() { # name np [mpirun args...]
 }
 SAT=(-x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096)
 
-run_nb llt 2
+run_nb llt 2 -x AGG_STATS=1
 # ranks 3 s apart with a 2 s timeout: only a request somebody waits for may time out
 NB_ARGS="--rounds 1 --skew-ms 3000" run_nb skew 2 -x AGG_COLL_TIMEOUT_MS=2000
 [ "$(stat sat_chunks_in "$TMP/llt.stats")" -eq 0 ] || fail "SAT used though not enabled"
 grep -q "[1-9][0-9]* non-blocking" "$TMP/llt.out" || fail "no MPI_Iallreduce was offloaded"
+# nb_check's only reduce-scatters and allgathers are non-blocking: the tree took them
+for coll in reduce_scatter allgather; do
+    grep -Eq "^agg_stats: $coll calls=[1-9][0-9]* llt=[1-9]" "$TMP/llt.out" ||
+        { grep '^agg_stats' "$TMP/llt.out"; fail "no non-blocking $coll was offloaded"; }
+done
 
 # the quick tier (lib.sh): 2 ranks (sat.np4 has SAT across leaves)
 NPS=(2 4)
