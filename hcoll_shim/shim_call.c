@@ -103,8 +103,8 @@ static int shim_type_ok(const shim_comm_t *sc, MPI_Datatype dtype, int count, lo
 
 /*
  * The communicator's part: its state (made by blocking calls only), and
- * whether it is offloaded for this collective. A root out of range is
- * MPI's to report.
+ * whether it is offloaded for this collective. A root out of range, and
+ * MPI_COMM_NULL, are MPI's to report.
  */
 static void shim_route_comm(shim_call_t *c, shim_route_t not_net)
 {
@@ -117,6 +117,8 @@ static void shim_route_comm(shim_call_t *c, shim_route_t not_net)
         c->why = SHIM_WHY_NONE;
     } else if (c->bytes > INT_MAX / (sc != NULL ? sc->size : 1)) {
         c->why = SHIM_WHY_TOO_LARGE; /* counts beyond int: MPI's */
+    } else if (c->comm == MPI_COMM_NULL) {
+        c->why = SHIM_WHY_NONE; /* not a communicator: MPI's error to report */
     } else if (sc == NULL || sc->inter) {
         c->why = sc != NULL ? SHIM_WHY_INTERCOMM : SHIM_WHY_LAZY;
     } else {

@@ -181,8 +181,20 @@ shim_comm_t *shim_comm_get(MPI_Comm comm)
 
 void shim_comm_created(MPI_Comm comm)
 {
-    if (shim.on && comm != MPI_COMM_NULL && shim_comm_peek(comm) == NULL) {
-        shim_comm_new(comm);
+    shim_comm_t *sc;
+
+    if (!shim.on || comm == MPI_COMM_NULL || shim_comm_peek(comm) != NULL) {
+        return;
+    }
+    sc = shim_comm_new(comm);
+    /*
+     * SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=0: its group now,
+     * while every member is here making it; a non-blocking collective never
+     * sets one up (it must not wait for the others), so one on a new
+     * communicator is offloaded too.
+     */
+    if (sc != NULL && sc->state == SHIM_COMM_LATER && shim.lazy == 0) {
+        shim_comm_make_group(sc, comm);
     }
 }
 

@@ -179,16 +179,9 @@ static void shim_init(int thread_level)
         shim.large_bytes = (long long)caps.sat_threshold;
         shim.leaders     = shim.sbgp_sm && (caps.features & AGG_FEATURE_SHARED_ADAPTER);
         shim_progress_hook();
-        /*
-         * MPI_COMM_WORLD's state now, while every rank is here anyway, and
-         * its group unless that comes lazily: a non-blocking collective
-         * never sets a group up, so it is offloaded on communicators that
-         * have one already.
-         */
+        /* MPI_COMM_WORLD's state now, while every rank is here anyway (and
+           its group, unless that comes lazily) */
         shim_comm_created(MPI_COMM_WORLD);
-        if (shim.lazy == 0) {
-            shim_comm_get(MPI_COMM_WORLD);
-        }
         return;
     }
     shim.ctx = NULL;

@@ -23,6 +23,12 @@ run_nb llt 2 -x AGG_STATS=1
 NB_ARGS="--rounds 1 --skew-ms 3000" run_nb skew 2 -x AGG_COLL_TIMEOUT_MS=2000
 [ "$(stat sat_chunks_in "$TMP/llt.stats")" -eq 0 ] || fail "SAT used though not enabled"
 grep -q "[1-9][0-9]* non-blocking" "$TMP/llt.out" || fail "no MPI_Iallreduce was offloaded"
+# communicators get their group when they are made (threshold 0, the default): a
+# non-blocking call as the first on one is offloaded, none goes to Open MPI as "lazy"
+if grep '^agg_stats' "$TMP/llt.out" | grep -q 'lazy='; then
+    grep '^agg_stats' "$TMP/llt.out"
+    fail "a non-blocking call on a new communicator went to Open MPI (lazy)"
+fi
 # nb_check's only reduce-scatters and allgathers are non-blocking: the tree took them
 for coll in reduce_scatter allgather; do
     grep -Eq "^agg_stats: $coll calls=[1-9][0-9]* llt=[1-9]" "$TMP/llt.out" ||

@@ -9,7 +9,9 @@
  *     the same SAT lock) used in turn and at once;
  *   - MPI semantics held-out programs rely on (see semantics());
  *   - MPI_Ireduce_scatter_block and MPI_Iallgather, in place and not, in
- *     flight with an MPI_Iallreduce (other_collectives()).
+ *     flight with an MPI_Iallreduce (other_collectives());
+ *   - a non-blocking collective as the first call on a new communicator
+ *     (fresh_communicator()).
  * Every result is checked element by element.
  *
  *   nb_check [--rounds N] [--skew-ms MS]
@@ -431,6 +433,24 @@ static void other_collectives(int salt)
     free(strided);
 }
 
+/* The first collective on communicators just made is a non-blocking one. */
+static void fresh_communicator(int salt)
+{
+    MPI_Comm dup, split;
+    job_t a, b;
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &split);
+    job_start(&a, dup, 1000, salt, 0);
+    job_start(&b, split, 70000, salt + 1, 1);
+    MPI_Wait(&b.req, MPI_STATUS_IGNORE);
+    MPI_Wait(&a.req, MPI_STATUS_IGNORE);
+    job_check(&a, "MPI_Iallreduce first on a new communicator (dup)");
+    job_check(&b, "MPI_Iallreduce first on a new communicator (split), in place");
+    MPI_Comm_free(&dup);
+    MPI_Comm_free(&split);
+}
+
 int main(int argc, char **argv)
 {
     long totals[2], sums[2];
@@ -450,6 +470,7 @@ int main(int argc, char **argv)
         out_of_order(MPI_COMM_WORLD, 10 * i);
         with_p2p(i);
         other_collectives(1000 + i);
+        fresh_communicator(2000 + i);
     }
     if (world_size >= 2) {
         semantics(500);
