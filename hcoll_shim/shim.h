@@ -39,6 +39,7 @@ typedef enum shim_why {
     SHIM_WHY_LAZY,          /* the group comes after SHARP_COLL_NUM_COLL_GROUP_..._THRESHOLD calls */
     SHIM_WHY_LEVEL,         /* barrier offload needs HCOLL_ENABLE_SHARP=4 */
     SHIM_WHY_LEADERS,       /* through node leaders: only blocking allreduce, bcast, barrier */
+    SHIM_WHY_UNEVEN,        /* MPI_Reduce_scatter with counts that differ: MPI untouched */
     SHIM_WHY__COUNT
 } shim_why_t;
 
@@ -158,6 +159,7 @@ typedef struct shim_call {
     void           *rbuf;    /* bcast: the buffer */
     int             count;   /* elements of dtype: reduce-scatter's per block, allgather's
                                 received per rank */
+    const int      *counts;  /* MPI_Reduce_scatter's per rank (count: all of them alike) */
     MPI_Datatype    dtype;   /* allgather: the receive type */
     int             scount;  /* allgather: elements of stype sent */
     MPI_Datatype    stype;

@@ -13,7 +13,8 @@
  *   reduce          network, stage, MPI
  *   bcast           network, stage, node leaders, MPI
  *   barrier         network, node leaders, MPI
- *   reduce-scatter  network, stage, MPI
+ *   reduce-scatter  network, stage, MPI (MPI_Reduce_scatter: when every
+ *                   rank's count is the same, else MPI)
  *   allgather       network, stage, MPI
  *
  * Routing looks at the arguments first: derived types, user ops, types and
@@ -181,9 +182,31 @@ static void shim_route_data(shim_call_t *c)
     spec->root  = c->root;
 }
 
+/*
+ * MPI_Reduce_scatter's counts (the same array on every rank, as MPI
+ * requires, so every rank decides alike): its blocks when they are all
+ * alike, else 0.
+ */
+static int shim_call_even(shim_call_t *c)
+{
+    int size, i;
+
+    if (PMPI_Comm_size(c->comm, &size) != MPI_SUCCESS || size < 1) {
+        return 0;
+    }
+    for (i = 1; i < size && c->counts[i] == c->counts[0]; ++i) {
+    }
+    c->count = c->counts[0];
+    return i == size;
+}
+
 static void shim_route(shim_call_t *c)
 {
     c->route = SHIM_ROUTE_MPI;
+    if (c->counts != NULL && !shim_call_even(c)) {
+        c->why = c->comm == MPI_COMM_NULL ? SHIM_WHY_NONE : SHIM_WHY_UNEVEN;
+        return;
+    }
     switch (c->coll) {
     case AGG_COLL_BCAST:
         c->bytes = shim_sig_bytes(c->dtype, c->count);
@@ -245,6 +268,12 @@ static int shim_call_pmpi(const shim_call_t *c)
     case AGG_COLL_BARRIER:
         return nb ? PMPI_Ibarrier(c->comm, c->request) : PMPI_Barrier(c->comm);
     case AGG_COLL_REDUCE_SCATTER:
+        if (c->counts != NULL) {
+            return nb ? PMPI_Ireduce_scatter(c->sbuf, c->rbuf, c->counts, c->dtype, c->op,
+                                             c->comm, c->request)
+                      : PMPI_Reduce_scatter(c->sbuf, c->rbuf, c->counts, c->dtype, c->op,
+                                            c->comm);
+        }
         return nb ? PMPI_Ireduce_scatter_block(c->sbuf, c->rbuf, c->count, c->dtype, c->op,
                                                c->comm, c->request)
                   : PMPI_Reduce_scatter_block(c->sbuf, c->rbuf, c->count, c->dtype, c->op,
@@ -365,6 +394,26 @@ SHIM_API int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 {
     shim_call_t c = {.coll = AGG_COLL_REDUCE_SCATTER, .sbuf = sbuf, .rbuf = rbuf,
                      .count = rcount, .dtype = dtype, .op = op, .comm = comm,
+                     .request = request};
+
+    return shim_call(&c);
+}
+
+SHIM_API int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[],
+                               MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
+{
+    shim_call_t c = {.coll = AGG_COLL_REDUCE_SCATTER, .sbuf = sbuf, .rbuf = rbuf,
+                     .counts = rcounts, .dtype = dtype, .op = op, .comm = comm};
+
+    return shim_call(&c);
+}
+
+SHIM_API int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[],
+                                 MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                                 MPI_Request *request)
+{
+    shim_call_t c = {.coll = AGG_COLL_REDUCE_SCATTER, .sbuf = sbuf, .rbuf = rbuf,
+                     .counts = rcounts, .dtype = dtype, .op = op, .comm = comm,
                      .request = request};
 
     return shim_call(&c);

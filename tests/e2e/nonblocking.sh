@@ -29,7 +29,10 @@ if grep '^agg_stats' "$TMP/llt.out" | grep -q 'lazy='; then
     grep '^agg_stats' "$TMP/llt.out"
     fail "a non-blocking call on a new communicator went to Open MPI (lazy)"
 fi
-# nb_check's only reduce-scatters and allgathers are non-blocking: the tree took them
+# nb_check's reduce-scatters and allgathers: the tree took the non-blocking ones and
+# those with counts alike; counts that differ went to Open MPI, said so
+grep -Eq "^agg_stats: reduce_scatter .* why: (.* )?uneven=[1-9]" "$TMP/llt.out" ||
+    { grep '^agg_stats' "$TMP/llt.out"; fail "MPI_Reduce_scatter with counts that differ not counted uneven"; }
 for coll in reduce_scatter allgather; do
     grep -Eq "^agg_stats: $coll calls=[1-9][0-9]* llt=[1-9]" "$TMP/llt.out" ||
         { grep '^agg_stats' "$TMP/llt.out"; fail "no non-blocking $coll was offloaded"; }

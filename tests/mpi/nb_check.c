@@ -11,7 +11,10 @@
  *   - MPI_Ireduce_scatter_block and MPI_Iallgather, in place and not, in
  *     flight with an MPI_Iallreduce (other_collectives());
  *   - a non-blocking collective as the first call on a new communicator
- *     (fresh_communicator()).
+ *     (fresh_communicator());
+ *   - MPI_Reduce_scatter and MPI_Ireduce_scatter with counts alike (the
+ *     tree's) and counts that differ (Open MPI's), in place and not
+ *     (reduce_scatter_counts()).
  * Every result is checked element by element.
  *
  *   nb_check [--rounds N] [--skew-ms MS]
@@ -433,6 +436,41 @@ static void other_collectives(int salt)
     free(strided);
 }
 
+/* Reduce-scatters with per-rank counts: n + step x rank elements for rank. */
+static void reduce_scatter_counts(int salt, int step)
+{
+    enum { N = 3000 };
+    int *counts = calloc((size_t)world_size, sizeof(int)), m;
+    size_t all = 0, first = 0, i, mine;
+    int32_t *s, *r, *ip;
+    MPI_Request req;
+
+    for (m = 0; m < world_size; ++m) {
+        counts[m] = N + step * m;
+        first += m < world_rank ? (size_t)counts[m] : 0;
+        all += (size_t)counts[m];
+    }
+    mine = (size_t)counts[world_rank];
+    s  = malloc(all * sizeof(int32_t));
+    ip = malloc(all * sizeof(int32_t));
+    r  = malloc(mine * sizeof(int32_t));
+    for (i = 0; i < all; ++i) {
+        s[i] = ip[i] = val(world_rank, i, salt);
+    }
+    MPI_Reduce_scatter(s, r, counts, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+    expect_block(r, mine, first, salt, 1, 0, step ? "MPI_Reduce_scatter, counts that differ"
+                                                  : "MPI_Reduce_scatter, counts alike");
+    MPI_Ireduce_scatter(MPI_IN_PLACE, ip, counts, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    expect_block(ip, mine, first, salt, 1, 0,
+                 step ? "MPI_Ireduce_scatter in place, counts that differ"
+                      : "MPI_Ireduce_scatter in place, counts alike");
+    free(counts);
+    free(s);
+    free(r);
+    free(ip);
+}
+
 /* The first collective on communicators just made is a non-blocking one. */
 static void fresh_communicator(int salt)
 {
@@ -471,6 +509,8 @@ int main(int argc, char **argv)
         with_p2p(i);
         other_collectives(1000 + i);
         fresh_communicator(2000 + i);
+        reduce_scatter_counts(3000 + i, 0);
+        reduce_scatter_counts(4000 + i, 7);
     }
     if (world_size >= 2) {
         semantics(500);
