@@ -263,6 +263,33 @@ void ompi_ireduce_scatter_block_f(char *sbuf, char *rbuf, MPI_Fint *rcount, MPI_
     shim_f_req(ierr, rc, req, request);
 }
 
+/* an array of Fortran INTEGER counts is an array of int: passed as it is */
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is not int");
+
+SHIM_F_ENTRY(reduce_scatter, MPI_REDUCE_SCATTER, (char *sbuf, char *rbuf, MPI_Fint *rcounts,
+             MPI_Fint *dtype, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr));
+void ompi_reduce_scatter_f(char *sbuf, char *rbuf, MPI_Fint *rcounts, MPI_Fint *dtype,
+                           MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    shim_f_ret(ierr, MPI_Reduce_scatter(shim_f_sbuf(sbuf), shim_f_buf(rbuf), (int *)rcounts,
+                                        PMPI_Type_f2c(*dtype), PMPI_Op_f2c(*op),
+                                        PMPI_Comm_f2c(*comm)));
+}
+
+SHIM_F_ENTRY(ireduce_scatter, MPI_IREDUCE_SCATTER, (char *sbuf, char *rbuf, MPI_Fint *rcounts,
+             MPI_Fint *dtype, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request,
+             MPI_Fint *ierr));
+void ompi_ireduce_scatter_f(char *sbuf, char *rbuf, MPI_Fint *rcounts, MPI_Fint *dtype,
+                            MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Ireduce_scatter(shim_f_sbuf(sbuf), shim_f_buf(rbuf), (int *)rcounts,
+                                 PMPI_Type_f2c(*dtype), PMPI_Op_f2c(*op),
+                                 PMPI_Comm_f2c(*comm), &req);
+
+    shim_f_req(ierr, rc, req, request);
+}
+
 /* ---- data movement and synchronisation --------------------------------- */
 
 SHIM_F_ENTRY(bcast, MPI_BCAST, (char *buf, MPI_Fint *count, MPI_Fint *dtype, MPI_Fint *root,

@@ -39,7 +39,7 @@ contains
         integer, intent(in) :: comm
         character(len=*), intent(in) :: comm_name
         integer, parameter :: counts(5) = [1, 3, 64, 1000, 4097]
-        integer, allocatable :: is(:), ir(:)
+        integer, allocatable :: is(:), ir(:), rcounts(:)
         double precision, allocatable :: dr(:)
         integer :: rank, nr, c, n, i, p, e, bad, root, ierr
 
@@ -146,7 +146,21 @@ contains
             if (ir(i) /= e) bad = bad + 1
         end do
         call tally(bad, ierr, 'mpif.h reduce_scatter_block integer sum', comm_name, n, 0)
-        deallocate (is, ir)
+        ! the same with a counts array (every rank's count alike)
+        allocate (rcounts(nr))
+        rcounts = n
+        ir = -999
+        call MPI_Reduce_scatter(is, ir, rcounts, MPI_INTEGER, MPI_SUM, comm, ierr)
+        bad = 0
+        do i = 1, n
+            e = 0
+            do p = 0, nr - 1
+                e = e + ival(p, rank * n + i, 9)
+            end do
+            if (ir(i) /= e) bad = bad + 1
+        end do
+        call tally(bad, ierr, 'mpif.h reduce_scatter integer sum', comm_name, n, 0)
+        deallocate (is, ir, rcounts)
 
         call MPI_Barrier(comm, ierr)
         call tally(0, ierr, 'mpif.h barrier', comm_name, 0, 0)
