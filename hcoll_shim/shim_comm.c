@@ -191,9 +191,11 @@ void shim_comm_created(MPI_Comm comm)
      * SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=0: its group now,
      * while every member is here making it; a non-blocking collective never
      * sets one up (it must not wait for the others), so one on a new
-     * communicator is offloaded too.
+     * communicator is offloaded too. Not for a communicator of one rank
+     * (the halves a program splits to make an intercommunicator, say): it
+     * has nobody to reduce with, and would spend the job's group quota.
      */
-    if (sc != NULL && sc->state == SHIM_COMM_LATER && shim.lazy == 0) {
+    if (sc != NULL && sc->state == SHIM_COMM_LATER && shim.lazy == 0 && sc->size > 1) {
         shim_comm_make_group(sc, comm);
     }
 }
