@@ -104,8 +104,8 @@ static int shim_type_ok(const shim_comm_t *sc, MPI_Datatype dtype, int count, lo
 
 /*
  * The communicator's part: its state (made by blocking calls only), and
- * whether it is offloaded for this collective. A root out of range, and
- * MPI_COMM_NULL, are MPI's to report.
+ * whether it is offloaded for this collective. A root out of range is
+ * MPI's to report.
  */
 static void shim_route_comm(shim_call_t *c, shim_route_t not_net)
 {
@@ -118,8 +118,6 @@ static void shim_route_comm(shim_call_t *c, shim_route_t not_net)
         c->why = SHIM_WHY_NONE;
     } else if (c->bytes > INT_MAX / (sc != NULL ? sc->size : 1)) {
         c->why = SHIM_WHY_TOO_LARGE; /* counts beyond int: MPI's */
-    } else if (c->comm == MPI_COMM_NULL) {
-        c->why = SHIM_WHY_NONE; /* not a communicator: MPI's error to report */
     } else if (sc == NULL || sc->inter) {
         c->why = sc != NULL ? SHIM_WHY_INTERCOMM : SHIM_WHY_LAZY;
     } else {
@@ -203,8 +201,12 @@ static int shim_call_even(shim_call_t *c)
 static void shim_route(shim_call_t *c)
 {
     c->route = SHIM_ROUTE_MPI;
+    if (c->comm == MPI_COMM_NULL) {
+        c->why = SHIM_WHY_NONE; /* not a communicator: MPI's error to report */
+        return;
+    }
     if (c->counts != NULL && !shim_call_even(c)) {
-        c->why = c->comm == MPI_COMM_NULL ? SHIM_WHY_NONE : SHIM_WHY_UNEVEN;
+        c->why = SHIM_WHY_UNEVEN;
         return;
     }
     switch (c->coll) {

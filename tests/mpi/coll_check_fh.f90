@@ -41,7 +41,7 @@ contains
         integer, parameter :: counts(5) = [1, 3, 64, 1000, 4097]
         integer, allocatable :: is(:), ir(:), rcounts(:)
         double precision, allocatable :: dr(:)
-        integer :: rank, nr, c, n, i, p, e, bad, root, ierr
+        integer :: rank, nr, c, n, i, k, p, e, bad, root, ierr
 
         call MPI_Comm_rank(comm, rank, ierr)
         call MPI_Comm_size(comm, nr, ierr)
@@ -135,31 +135,30 @@ contains
         n = 6
         allocate (is(n * nr), ir(n))
         is = [(ival(rank, i, 9), i = 1, n * nr)]
-        ir = -999
-        call MPI_Reduce_scatter_block(is, ir, n, MPI_INTEGER, MPI_SUM, comm, ierr)
-        bad = 0
-        do i = 1, n
-            e = 0
-            do p = 0, nr - 1
-                e = e + ival(p, rank * n + i, 9)
-            end do
-            if (ir(i) /= e) bad = bad + 1
-        end do
-        call tally(bad, ierr, 'mpif.h reduce_scatter_block integer sum', comm_name, n, 0)
-        ! the same with a counts array (every rank's count alike)
         allocate (rcounts(nr))
         rcounts = n
-        ir = -999
-        call MPI_Reduce_scatter(is, ir, rcounts, MPI_INTEGER, MPI_SUM, comm, ierr)
-        bad = 0
-        do i = 1, n
-            e = 0
-            do p = 0, nr - 1
-                e = e + ival(p, rank * n + i, 9)
+        ! block b of the sum goes to rank b: with one count, then a counts array (all alike)
+        do k = 1, 2
+            ir = -999
+            if (k == 1) then
+                call MPI_Reduce_scatter_block(is, ir, n, MPI_INTEGER, MPI_SUM, comm, ierr)
+            else
+                call MPI_Reduce_scatter(is, ir, rcounts, MPI_INTEGER, MPI_SUM, comm, ierr)
+            end if
+            bad = 0
+            do i = 1, n
+                e = 0
+                do p = 0, nr - 1
+                    e = e + ival(p, rank * n + i, 9)
+                end do
+                if (ir(i) /= e) bad = bad + 1
             end do
-            if (ir(i) /= e) bad = bad + 1
+            if (k == 1) then
+                call tally(bad, ierr, 'mpif.h reduce_scatter_block integer sum', comm_name, n, 0)
+            else
+                call tally(bad, ierr, 'mpif.h reduce_scatter integer sum', comm_name, n, 0)
+            end if
         end do
-        call tally(bad, ierr, 'mpif.h reduce_scatter integer sum', comm_name, n, 0)
         deallocate (is, ir, rcounts)
 
         call MPI_Barrier(comm, ierr)
