@@ -39,7 +39,6 @@ typedef enum shim_why {
     SHIM_WHY_LAZY,          /* the group comes after SHARP_COLL_NUM_COLL_GROUP_..._THRESHOLD calls */
     SHIM_WHY_LEVEL,         /* barrier offload needs HCOLL_ENABLE_SHARP=4 */
     SHIM_WHY_LEADERS,       /* through node leaders: only blocking allreduce, bcast, barrier */
-    SHIM_WHY_UNEVEN,        /* MPI_Reduce_scatter with counts that differ: MPI untouched */
     SHIM_WHY__COUNT
 } shim_why_t;
 
@@ -61,6 +60,7 @@ typedef struct shim_comm {
     unsigned long     calls; /* blocking collectives seen, for the lazy group */
     void             *scratch; /* in-place reduce-scatter's input copy, a leader's */
     size_t            scratch_size; /* partial: grown as needed */
+    size_t           *blocks; /* size: a call's blocks as libagg takes them (shim_blocks) */
     /* node leaders (shim_hier.c): `agg` is the leaders' group, on leaders only */
     int               hier;      /* collectives go through one leader per host */
     int               leader;    /* this rank is its host's leader */
@@ -159,7 +159,7 @@ typedef struct shim_call {
     void           *rbuf;    /* bcast: the buffer */
     int             count;   /* elements of dtype: reduce-scatter's per block, allgather's
                                 received per rank */
-    const int      *counts;  /* MPI_Reduce_scatter's per rank (count: all of them alike) */
+    const int      *counts;  /* MPI_Reduce_scatter's per rank */
     MPI_Datatype    dtype;   /* allgather: the receive type */
     int             scount;  /* allgather: elements of stype sent */
     MPI_Datatype    stype;
@@ -174,6 +174,9 @@ typedef struct shim_call {
     shim_route_t    route;
     shim_why_t      why;     /* counted with the path that runs it */
     long long       bytes;   /* bcast, allgather: the data's bytes (per rank) */
+    long long       total;   /* reduce-scatter: the elements of every block */
+    int             mine;    /* reduce-scatter: the elements of this rank's block */
+    int             uneven;  /* counts differ: libagg gets them (else count, each) */
     union {
         agg_reduce_spec_t red;  /* allreduce, reduce, reduce-scatter */
         agg_data_spec_t   data; /* bcast, allgather */
@@ -218,6 +221,9 @@ void shim_hier_setup(shim_comm_t *sc);
 void shim_hier_free(shim_comm_t *sc);
 /* The leaders' group (on leaders); every member gets the same status. */
 agg_status_t shim_hier_group(shim_comm_t *sc);
+
+/* MPI's counts (sc->size of them) as libagg takes them, in sc->blocks. */
+const size_t *shim_blocks(shim_comm_t *sc, const int *counts);
 
 /* sc's scratch buffer of at least `bytes`, or NULL. */
 void *shim_scratch(shim_comm_t *sc, size_t bytes);

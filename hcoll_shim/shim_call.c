@@ -13,8 +13,7 @@
  *   reduce          network, stage, MPI
  *   bcast           network, stage, node leaders, MPI
  *   barrier         network, node leaders, MPI
- *   reduce-scatter  network, stage, MPI (MPI_Reduce_scatter: when every
- *                   rank's count is the same, else MPI)
+ *   reduce-scatter  network, stage, MPI
  *   allgather       network, stage, MPI
  *
  * Routing looks at the arguments first: derived types, user ops, types and
@@ -49,7 +48,7 @@ static const shim_call_path_ops_t *const shim_call_paths[AGG_COLL__COUNT][SHIM_C
  * even valid), and for count 0; else NONE (the network, or where it cannot
  * be used the host algorithms, whose element-wise kernels are the tree's).
  */
-static shim_why_t shim_route_args(MPI_Datatype dtype, MPI_Op op, int count)
+static shim_why_t shim_route_args(MPI_Datatype dtype, MPI_Op op, long long count)
 {
     int adt, aop;
 
@@ -135,7 +134,8 @@ static void shim_route_reduce(shim_call_t *c)
     agg_reduce_spec_t *spec = &c->spec.red;
     long long bytes;
 
-    c->why = shim_route_args(c->dtype, c->op, c->count);
+    c->why = shim_route_args(c->dtype, c->op,
+                             c->coll == AGG_COLL_REDUCE_SCATTER ? c->total : c->count);
     if (c->why != SHIM_WHY_NONE) {
         return;
     }
@@ -181,21 +181,33 @@ static void shim_route_data(shim_call_t *c)
 }
 
 /*
- * MPI_Reduce_scatter's counts (the same array on every rank, as MPI
- * requires, so every rank decides alike): its blocks when they are all
- * alike, else 0.
+ * A reduce-scatter's blocks: c->total and c->mine, and whether MPI's counts
+ * (MPI_Reduce_scatter's: the same array on every rank, as MPI requires, so
+ * every rank decides alike) differ. 0 for a negative count: MPI reports it.
  */
-static int shim_call_even(shim_call_t *c)
+static int shim_call_blocks(shim_call_t *c)
 {
-    int size, i;
+    int size, rank, i;
 
-    if (PMPI_Comm_size(c->comm, &size) != MPI_SUCCESS || size < 1) {
+    if (PMPI_Comm_size(c->comm, &size) != MPI_SUCCESS ||
+        PMPI_Comm_rank(c->comm, &rank) != MPI_SUCCESS) {
         return 0;
     }
-    for (i = 1; i < size && c->counts[i] == c->counts[0]; ++i) {
+    if (c->counts == NULL) {
+        c->total = (long long)c->count * size;
+        c->mine  = c->count;
+        return c->count >= 0;
+    }
+    for (c->total = 0, i = 0; i < size; ++i) {
+        if (c->counts[i] < 0) {
+            return 0;
+        }
+        c->total += c->counts[i];
+        c->uneven = c->uneven || c->counts[i] != c->counts[0];
     }
     c->count = c->counts[0];
-    return i == size;
+    c->mine  = c->counts[rank];
+    return 1;
 }
 
 static void shim_route(shim_call_t *c)
@@ -205,8 +217,8 @@ static void shim_route(shim_call_t *c)
         c->why = SHIM_WHY_NONE; /* not a communicator: MPI's error to report */
         return;
     }
-    if (c->counts != NULL && !shim_call_even(c)) {
-        c->why = SHIM_WHY_UNEVEN;
+    if (c->coll == AGG_COLL_REDUCE_SCATTER && !shim_call_blocks(c)) {
+        c->why = SHIM_WHY_NONE; /* MPI reports the counts */
         return;
     }
     switch (c->coll) {

@@ -146,7 +146,7 @@ static void *shim_ibuf_or_abort(size_t bytes)
  */
 static void shim_ireduce_scatter_aside(shim_call_t *c, shim_ipack_t *pack)
 {
-    size_t bytes = (size_t)c->count * (size_t)c->sc->size * agg_dtype_size(c->spec.red.dtype);
+    size_t bytes = (size_t)c->total * agg_dtype_size(c->spec.red.dtype);
 
     pack->buf = shim_ibuf_or_abort(bytes);
     memcpy(pack->buf, c->rbuf, bytes);
@@ -230,7 +230,7 @@ static int shim_bcast_net(shim_call_t *c)
 static int shim_reduce_scatter_net(shim_call_t *c)
 {
     agg_reduce_spec_t *spec = &c->spec.red;
-    size_t bytes = (size_t)c->count * (size_t)c->sc->size * agg_dtype_size(spec->dtype);
+    size_t bytes = (size_t)c->total * agg_dtype_size(spec->dtype);
     void *copy;
     int ok;
 
@@ -353,6 +353,7 @@ static void shim_net_buffers(shim_call_t *c)
         red->rbuf     = c->rbuf;
         red->sbuf_mem = c->sbuf == MPI_IN_PLACE ? c->rmem : c->smem;
         red->rbuf_mem = c->rmem;
+        red->counts   = c->uneven ? shim_blocks(c->sc, c->counts) : NULL;
         if (c->coll == AGG_COLL_REDUCE && c->sc->rank != c->root) {
             red->rbuf     = NULL; /* not written, may be anything on non-roots */
             red->sbuf     = c->sbuf;

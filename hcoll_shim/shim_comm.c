@@ -130,6 +130,11 @@ static shim_comm_t *shim_comm_new(MPI_Comm comm)
         sc->why   = SHIM_WHY_INTERCOMM;
         goto out;
     }
+    sc->blocks = calloc((size_t)sc->size, sizeof(*sc->blocks));
+    if (sc->blocks == NULL) {
+        free(sc);
+        return NULL;
+    }
     PMPI_Comm_dup(comm, &sc->pcomm);
     /* the shim's own calls on it return errors (the caller decides), never abort */
     PMPI_Comm_set_errhandler(sc->pcomm, MPI_ERRORS_RETURN);
@@ -218,6 +223,16 @@ shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll)
     return SHIM_WHY_NONE;
 }
 
+const size_t *shim_blocks(shim_comm_t *sc, const int *counts)
+{
+    int i;
+
+    for (i = 0; i < sc->size; ++i) {
+        sc->blocks[i] = (size_t)counts[i];
+    }
+    return sc->blocks;
+}
+
 void *shim_scratch(shim_comm_t *sc, size_t bytes)
 {
     if (sc->scratch_size < bytes) {
@@ -263,6 +278,7 @@ static void shim_comm_release(MPI_Comm *comm)
         PMPI_Comm_delete_attr(*comm, shim.keyval);
         shim_comm_forget(sc);
         free(sc->scratch);
+        free(sc->blocks);
         free(sc);
     }
 }

@@ -346,8 +346,8 @@ static int shim_gpu_stage_run(shim_call_t *c)
         rout = !rin;
         break;
     case AGG_COLL_REDUCE_SCATTER:
-        scount = c->count * size;
-        rcount = in_place ? scount : c->count; /* in place, rbuf holds every block on entry */
+        scount = (int)c->total;
+        rcount = in_place ? scount : c->mine; /* in place, rbuf holds every block on entry */
         break;
     case AGG_COLL_ALLGATHER:
         scount = c->scount;
@@ -369,7 +369,7 @@ static int shim_gpu_stage_run(shim_call_t *c)
         rc = MPI_Wait(c->request, MPI_STATUS_IGNORE); /* the shim's: offloaded ones too */
     }
     if (rc == MPI_SUCCESS && rout && c->rmem != AGG_MEM_HOST) {
-        shim_gpu_out(1, c->rbuf, c->coll == AGG_COLL_REDUCE_SCATTER ? c->count : rcount,
+        shim_gpu_out(1, c->rbuf, c->coll == AGG_COLL_REDUCE_SCATTER ? c->mine : rcount,
                      c->dtype);
     }
     if (rc == MPI_SUCCESS && c->request != NULL) {

@@ -36,7 +36,6 @@ static const char *const shim_why_names[SHIM_WHY__COUNT] = {
     [SHIM_WHY_LAZY] = "lazy",
     [SHIM_WHY_LEVEL] = "level",
     [SHIM_WHY_LEADERS] = "leaders",
-    [SHIM_WHY_UNEVEN] = "uneven",
 };
 
 void shim_stats_print(void)

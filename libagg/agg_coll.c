@@ -31,10 +31,46 @@ static int agg__needs(const void *buf, size_t count)
     return count == 0 || buf != NULL;
 }
 
+/*
+ * A reduce-scatter's or allgather's blocks: the elements of the whole
+ * vector, and this member's block (its first element and its length); each
+ * block is count long unless the spec has counts. 0 if they do not add up
+ * within a fragment number's reach (UINT32_MAX elements).
+ */
+static int agg__blocks(const agg_comm_t *comm, const agg_reduce_spec_t *spec, size_t *total,
+                       size_t *lo, size_t *len)
+{
+    size_t me = (size_t)comm->rank, sum = 0;
+    int i;
+
+    if (spec->counts == NULL) {
+        if (spec->count > UINT32_MAX / (size_t)comm->size) {
+            return 0;
+        }
+        *total = spec->count * (size_t)comm->size;
+        *lo    = spec->count * me;
+        *len   = spec->count;
+        return 1;
+    }
+    for (i = 0; i < comm->size; ++i) {
+        if (spec->counts[i] > UINT32_MAX - sum) {
+            return 0;
+        }
+        if ((size_t)i == me) {
+            *lo  = sum;
+            *len = spec->counts[i];
+        }
+        sum += spec->counts[i];
+    }
+    *total = sum;
+    return 1;
+}
+
 static agg_status_t agg__check_spec(const agg_comm_t *comm, agg_coll_type_t coll,
                                     const agg_reduce_spec_t *spec)
 {
     int root = spec != NULL && comm != NULL && spec->root == comm->rank;
+    size_t in, out, total = 0, lo, len;
 
     if (comm == NULL || spec == NULL || (unsigned)spec->mode > AGG_AGGR_SAT) {
         return AGG_ERR_INVALID_PARAM;
@@ -44,16 +80,28 @@ static agg_status_t agg__check_spec(const agg_comm_t *comm, agg_coll_type_t coll
             return AGG_ERR_INVALID_PARAM;
         }
     }
-    /* bcast reads the root's rbuf; a reduce writes the root's only */
-    if (!agg__needs(spec->sbuf, coll == AGG_COLL_BCAST ? 0 : spec->count) ||
-        !agg__needs(spec->rbuf, coll == AGG_COLL_REDUCE && !root ? 0 : spec->count)) {
+    /* what this member reads and writes: bcast reads the root's rbuf, a reduce writes the
+       root's only */
+    in  = coll == AGG_COLL_BCAST ? 0 : spec->count;
+    out = coll == AGG_COLL_REDUCE && !root ? 0 : spec->count;
+    if (coll == AGG_COLL_REDUCE_SCATTER || coll == AGG_COLL_ALLGATHER) {
+        if (!agg__blocks(comm, spec, &total, &lo, &len)) {
+            return AGG_ERR_INVALID_PARAM;
+        }
+        in  = coll == AGG_COLL_ALLGATHER ? len : total;
+        out = coll == AGG_COLL_ALLGATHER ? total : len;
+    } else if (spec->counts != NULL) {
+        return AGG_ERR_INVALID_PARAM; /* blocks mean nothing to the others */
+    }
+    if (!agg__needs(spec->sbuf, in) || !agg__needs(spec->rbuf, out)) {
         return AGG_ERR_INVALID_PARAM;
     }
     if (agg_reduce_fn(spec->dtype, spec->op) == NULL) {
         return AGG_ERR_NOT_SUPPORTED;
     }
     if (spec->count > UINT32_MAX || spec->count > SIZE_MAX / 2 / (size_t)comm->size /
-                                                  agg_dtype_size(spec->dtype)) {
+                                                  agg_dtype_size(spec->dtype) ||
+        total > SIZE_MAX / 2 / agg_dtype_size(spec->dtype)) {
         return AGG_ERR_INVALID_PARAM;
     }
     if (agg_dtype_size(spec->dtype) > comm->llt.payload) {
@@ -62,11 +110,14 @@ static agg_status_t agg__check_spec(const agg_comm_t *comm, agg_coll_type_t coll
     return AGG_OK;
 }
 
-/* Which part of the collective's vector this member adds and takes (agg_internal.h). */
+/*
+ * Which part of the collective's vector this member adds and takes
+ * (agg_internal.h). The spec's counts are read here, once, and dropped.
+ */
 static void agg__request_plan(agg_request_t *req)
 {
-    const agg_reduce_spec_t *sp = &req->spec;
-    size_t c = sp->count, me = (size_t)req->comm->rank;
+    agg_reduce_spec_t *sp = &req->spec;
+    size_t c = sp->count, lo = 0, len = 0;
     int root = sp->root == req->comm->rank;
 
     req->src    = sp->sbuf;
@@ -89,19 +140,23 @@ static void agg__request_plan(agg_request_t *req)
         req->total = req->src_hi = req->dst_hi = 0;
         break;
     case AGG_COLL_REDUCE_SCATTER:
-        req->total  = c * (size_t)req->comm->size;
+        agg__blocks(req->comm, sp, &req->total, &lo, &len); /* checked already */
         req->src_hi = req->total;
-        req->dst_lo = me * c;
-        req->dst_hi = me * c + c;
+        req->dst_lo = lo;
+        req->dst_hi = lo + len;
         break;
     case AGG_COLL_ALLGATHER:
-        req->total  = c * (size_t)req->comm->size;
-        req->src_lo = me * c;
-        req->src_hi = me * c + c;
+        agg__blocks(req->comm, sp, &req->total, &lo, &len);
+        req->src_lo = lo;
+        req->src_hi = lo + len;
         req->dst_hi = req->total;
         break;
     default:
         break;
+    }
+    if (sp->counts != NULL) {
+        sp->counts = NULL; /* the caller's, valid during the call only */
+        sp->count  = len;
     }
 }
 
@@ -203,6 +258,7 @@ static agg_status_t agg__coll_data(agg_comm_t *comm, agg_coll_type_t coll, agg__
     spec = (agg_reduce_spec_t){
         .sbuf = d->sbuf, .rbuf = d->rbuf, .count = d->bytes, .dtype = AGG_DTYPE_UINT8,
         .op = AGG_OP_BOR, .sbuf_mem = d->sbuf_mem, .rbuf_mem = d->rbuf_mem, .root = d->root,
+        .counts = d->counts,
     };
     return agg__coll(comm, coll, form, &spec, req);
 }

@@ -416,6 +416,71 @@ static void check_colls(agg_comm_t *ac, MPI_Comm comm, size_t payload)
 }
 
 /*
+ * Blocks of their own length (MPI_Reduce_scatter's and MPI_Allgatherv's
+ * form): member i's block is counts[i], member 0's empty, around fragment
+ * edges; blocking and non-blocking. Counts that overflow, and counts given
+ * to a collective without blocks, are refused.
+ */
+static void check_blocks(agg_comm_t *ac, MPI_Comm comm, size_t payload)
+{
+    size_t *counts, *at, total = 0, i, j, bad = 0;
+    int32_t *in, *out;
+    uint8_t *all;
+    agg_request_t *req;
+    int crank, csize, m;
+
+    MPI_Comm_rank(comm, &crank);
+    MPI_Comm_size(comm, &csize);
+    counts = calloc((size_t)csize, sizeof(*counts));
+    at     = calloc((size_t)csize, sizeof(*at));
+    for (m = 0; m < csize; ++m) {
+        counts[m] = (size_t)m * (payload / 4 + 5) % (payload + 9);
+        at[m]     = total;
+        total += counts[m];
+    }
+    in  = malloc((total + 1) * sizeof(int32_t));
+    out = malloc((counts[crank] + 1) * sizeof(int32_t));
+    all = malloc(total + 1);
+    for (i = 0; i < total; ++i) {
+        in[i] = (int32_t)((crank + 1) * (int)(i % 977 + 1));
+    }
+    {
+        agg_reduce_spec_t rs = {.sbuf = in, .rbuf = out, .dtype = AGG_DTYPE_INT32,
+                                .op = AGG_OP_SUM, .counts = counts};
+        agg_data_spec_t ds = {.sbuf = all + at[crank], .rbuf = all, .counts = counts};
+
+        CHECK(agg_reduce_scatter(ac, &rs) == AGG_OK);
+        for (i = 0; i < counts[crank]; ++i) {
+            bad += out[i] != csize * (csize + 1) / 2 * (int32_t)((at[crank] + i) % 977 + 1);
+        }
+        memset(all, 0xee, total);
+        for (i = 0; i < counts[crank]; ++i) {
+            all[at[crank] + i] = (uint8_t)(crank * 29 + (int)i);
+        }
+        CHECK(agg_iallgather(ac, &ds, &req) == AGG_OK);
+        CHECK(agg_request_wait(req) == AGG_OK);
+        agg_request_free(req);
+        for (m = 0; m < csize; ++m) {
+            for (j = 0; j < counts[m]; ++j) {
+                bad += all[at[m] + j] != (uint8_t)(m * 29 + (int)j);
+            }
+        }
+        CHECK(bad == 0);
+        counts[0] = 1;
+        counts[csize - 1] += (size_t)UINT32_MAX; /* the whole no longer fits */
+        CHECK(agg_reduce_scatter(ac, &rs) == AGG_ERR_INVALID_PARAM);
+        CHECK(agg_allgather(ac, &ds) == AGG_ERR_INVALID_PARAM);
+        rs.count = 1;
+        CHECK(agg_allreduce(ac, &rs) == AGG_ERR_INVALID_PARAM);
+    }
+    free(in);
+    free(out);
+    free(all);
+    free(at);
+    free(counts);
+}
+
+/*
  * Registration: a buffer registered again (or a part of it) is a cache
  * hit, a deregistered one stays cached, unmapped memory is refused, and a
  * full cache evicts what nobody holds.
@@ -555,6 +620,8 @@ int main(int argc, char **argv)
         check_modes(world, oob, sat);
         check_colls(world, oob, caps.payload_per_ost);
         check_colls(half, split, caps.payload_per_ost);
+        check_blocks(world, oob, caps.payload_per_ost);
+        check_blocks(half, split, caps.payload_per_ost);
     }
     check_registration(ctx);
 

@@ -133,6 +133,9 @@ typedef struct agg_reduce_spec {
     agg_mem_type_t  rbuf_mem;
     agg_aggr_mode_t mode;
     int             root;   /* agg_reduce: the member that gets the result */
+    const size_t   *counts; /* reduce_scatter: member i's block is counts[i] elements, the
+                               blocks back to back in member order (count is then unused);
+                               NULL: count each. Read during the call only. */
 } agg_reduce_spec_t;
 
 /*
@@ -147,6 +150,9 @@ typedef struct agg_data_spec {
     int             root;   /* bcast */
     agg_mem_type_t  sbuf_mem;
     agg_mem_type_t  rbuf_mem;
+    const size_t   *counts; /* allgather: member i's block is counts[i] bytes, the blocks
+                               back to back in member order (bytes is then unused); NULL:
+                               bytes each. Read during the call only. */
 } agg_data_spec_t;
 
 /* Which collective a request is (agg_request_info, agg_comm_stats). */
@@ -267,12 +273,14 @@ AGG_API void agg_request_free(agg_request_t *req);
  *
  * reduce: spec->count elements reduced into the root's rbuf (rbuf is not
  *   written on the other members and may be NULL there).
- * reduce_scatter (block): sbuf holds size x spec->count elements; member i
- *   gets the reduction of block i in rbuf (spec->count elements). sbuf and
- *   rbuf must not overlap.
+ * reduce_scatter: sbuf holds size x spec->count elements; member i gets
+ *   the reduction of block i in rbuf (spec->count elements). With
+ *   spec->counts, block i is counts[i] elements and sbuf holds their sum
+ *   (MPI_Reduce_scatter's form). sbuf and rbuf must not overlap.
  * bcast: spec->bytes of the root's rbuf into every member's rbuf.
  * allgather: every member's spec->bytes block into every member's rbuf, in
- *   member order.
+ *   member order; with spec->counts, member i's block is counts[i] bytes
+ *   (MPI_Allgatherv's, the blocks back to back).
  * barrier: returns once every member has called it.
  */
 AGG_API agg_status_t agg_reduce(agg_comm_t *comm, const agg_reduce_spec_t *spec);
