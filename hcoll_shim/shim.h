@@ -21,6 +21,40 @@ typedef enum shim_path {
     SHIM_PATH__COUNT
 } shim_path_t;
 
+/*
+ * The MPI function a call came in by (AGG_STATS names each): a collective's
+ * blocking form is 2 x its agg_coll_type_t, its non-blocking form the next;
+ * the forms with per-rank counts come after.
+ */
+typedef enum shim_fn {
+    SHIM_FN_ALLREDUCE = 0,
+    SHIM_FN_IALLREDUCE,
+    SHIM_FN_REDUCE,
+    SHIM_FN_IREDUCE,
+    SHIM_FN_BCAST,
+    SHIM_FN_IBCAST,
+    SHIM_FN_BARRIER,
+    SHIM_FN_IBARRIER,
+    SHIM_FN_REDUCE_SCATTER_BLOCK,
+    SHIM_FN_IREDUCE_SCATTER_BLOCK,
+    SHIM_FN_ALLGATHER,
+    SHIM_FN_IALLGATHER,
+    SHIM_FN_REDUCE_SCATTER, /* with counts */
+    SHIM_FN_IREDUCE_SCATTER,
+    SHIM_FN_ALLGATHERV,
+    SHIM_FN_IALLGATHERV,
+    SHIM_FN__COUNT
+} shim_fn_t;
+
+_Static_assert(SHIM_FN_REDUCE_SCATTER_BLOCK == 2 * AGG_COLL_REDUCE_SCATTER &&
+                   SHIM_FN_ALLGATHER == 2 * AGG_COLL_ALLGATHER &&
+                   SHIM_FN_BARRIER == 2 * AGG_COLL_BARRIER &&
+                   SHIM_FN_REDUCE_SCATTER == 2 * AGG_COLL__COUNT,
+               "shim_fn_t follows agg_coll_type_t");
+
+/* "iallgatherv": the MPI function's name, lower case, without MPI_ (shim_stats.c). */
+const char *shim_fn_name(shim_fn_t fn);
+
 /* Why a call was not offloaded (AGG_STATS). */
 typedef enum shim_why {
     SHIM_WHY_NONE = 0,
@@ -92,7 +126,7 @@ typedef struct shim_req {
     shim_ipack_t     pack;
     MPI_Request      greq;
     shim_comm_t     *sc;
-    agg_coll_type_t  coll;
+    shim_fn_t        fn;
     int              error;  /* MPI error class once done with an error */
     int              completed; /* set (release) after the last write of the shim to it or
                                    to the program's buffers; MPI's side reads it (acquire) */
@@ -123,18 +157,18 @@ typedef struct shim_state {
     int          (*opal_unregister)(int (*cb)(void));
     int            registered;  /* shim_progress is one of Open MPI's progress callbacks */
     unsigned long  offloaded_nb; /* non-blocking calls offloaded */
-    unsigned long  calls[AGG_COLL__COUNT][SHIM_PATH__COUNT];
-    unsigned long  why[AGG_COLL__COUNT][SHIM_WHY__COUNT];
+    unsigned long  calls[SHIM_FN__COUNT][SHIM_PATH__COUNT];
+    unsigned long  why[SHIM_FN__COUNT][SHIM_WHY__COUNT];
 } shim_state_t;
 
 extern shim_state_t shim;
 
-/* Counts a call of coll that took path, for why (SHIM_WHY_NONE when offloaded). */
-static inline void shim_count(agg_coll_type_t coll, shim_path_t path, shim_why_t why)
+/* Counts a call of fn that took path, for why (SHIM_WHY_NONE when offloaded). */
+static inline void shim_count(shim_fn_t fn, shim_path_t path, shim_why_t why)
 {
-    __atomic_fetch_add(&shim.calls[coll][path], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&shim.calls[fn][path], 1, __ATOMIC_RELAXED);
     if (why != SHIM_WHY_NONE) {
-        __atomic_fetch_add(&shim.why[coll][why], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&shim.why[fn][why], 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -155,11 +189,13 @@ typedef enum shim_route {
  */
 typedef struct shim_call {
     agg_coll_type_t coll;
+    shim_fn_t       fn;      /* set by shim_call */
     const void     *sbuf;    /* MPI_IN_PLACE as the program gave it; NULL for bcast, barrier */
     void           *rbuf;    /* bcast: the buffer */
     int             count;   /* elements of dtype: reduce-scatter's per block, allgather's
                                 received per rank */
-    const int      *counts;  /* MPI_Reduce_scatter's per rank */
+    const int      *counts;  /* MPI_Reduce_scatter's per rank; MPI_Allgatherv's received */
+    const int      *displs;  /* MPI_Allgatherv's, in extents of dtype */
     MPI_Datatype    dtype;   /* allgather: the receive type */
     int             scount;  /* allgather: elements of stype sent */
     MPI_Datatype    stype;
@@ -173,9 +209,11 @@ typedef struct shim_call {
     shim_comm_t    *sc;      /* NULL: no state (the shim makes it for blocking calls only) */
     shim_route_t    route;
     shim_why_t      why;     /* counted with the path that runs it */
-    long long       bytes;   /* bcast, allgather: the data's bytes (per rank) */
-    long long       total;   /* reduce-scatter: the elements of every block */
-    int             mine;    /* reduce-scatter: the elements of this rank's block */
+    long long       bytes;   /* bcast: the data's bytes; allgather: this rank's block's */
+    long long       total;   /* reduce-scatter: the elements of every block; allgather: the
+                                bytes of every block */
+    int             mine;    /* reduce-scatter, allgather: the elements of this rank's block */
+    int             esize;   /* allgather: the bytes of one element of dtype (its signature) */
     int             uneven;  /* counts differ: libagg gets them (else count, each) */
     union {
         agg_reduce_spec_t red;  /* allreduce, reduce, reduce-scatter */
@@ -222,8 +260,8 @@ void shim_hier_free(shim_comm_t *sc);
 /* The leaders' group (on leaders); every member gets the same status. */
 agg_status_t shim_hier_group(shim_comm_t *sc);
 
-/* MPI's counts (sc->size of them) as libagg takes them, in sc->blocks. */
-const size_t *shim_blocks(shim_comm_t *sc, const int *counts);
+/* MPI's counts (sc->size of them) of `unit` each as libagg takes them, in sc->blocks. */
+const size_t *shim_blocks(shim_comm_t *sc, const int *counts, size_t unit);
 
 /* sc's scratch buffer of at least `bytes`, or NULL. */
 void *shim_scratch(shim_comm_t *sc, size_t bytes);
@@ -295,11 +333,11 @@ shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll);
  * memory for the generalized request, it waits for the call and hands back
  * a request that is complete.
  */
-void shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
+void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
                      const shim_ipack_t *pack, MPI_Request *request);
 
-/* Waits for a started libagg request, counts its path (not for AGG_COLL__COUNT), frees it. */
-agg_status_t shim_net_wait(agg_coll_type_t coll, agg_request_t *req);
+/* Waits for a started libagg request, counts its path (not for SHIM_FN__COUNT), frees it. */
+agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req);
 
 /* Completes every request of sc still in the network (before sc goes). */
 void shim_requests_finish(shim_comm_t *sc);

@@ -43,7 +43,7 @@ static agg_status_t shim_allreduce_frags(shim_comm_t *sc, const agg_reduce_spec_
             posted++;
         }
         if (done < posted) {
-            rc = shim_net_wait(done == 0 ? AGG_COLL_ALLREDUCE : AGG_COLL__COUNT,
+            rc = shim_net_wait(done == 0 ? SHIM_FN_ALLREDUCE : SHIM_FN__COUNT,
                                reqs[done % SHIM_HYBRID_INFLIGHT]);
             st = st == AGG_OK ? rc : st;
             done++;
@@ -71,7 +71,7 @@ int shim_allreduce_net(shim_call_t *c)
     } else {
         st     = agg_iallreduce(c->sc->agg, spec, &req);
         posted = st == AGG_OK;
-        st     = posted ? shim_net_wait(AGG_COLL_ALLREDUCE, req) : st;
+        st     = posted ? shim_net_wait(SHIM_FN_ALLREDUCE, req) : st;
     }
     if (st == AGG_OK) {
         return MPI_SUCCESS;
@@ -84,7 +84,7 @@ int shim_allreduce_net(shim_call_t *c)
     if (c->sbuf == MPI_IN_PLACE && posted > 0) {
         agg_error("in-place allreduce failed in the network (%s); cannot recover the "
                   "input", agg_strerror(st));
-        shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
+        shim_count(SHIM_FN_ALLREDUCE, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
         PMPI_Comm_call_errhandler(c->comm, MPI_ERR_INTERN);
         return MPI_ERR_INTERN;
     }
@@ -114,7 +114,7 @@ static int shim_host_run(shim_call_t *c)
 
     PMPI_Type_size(c->dtype, &size);
     alg = shim_host_choose(&c->sc->tune, (size_t)size * (size_t)c->count, c->sc->size);
-    shim_count(AGG_COLL_ALLREDUCE, paths[alg], c->why);
+    shim_count(c->fn, paths[alg], c->why);
     return shim_host_allreduce(c->sbuf, c->rbuf, c->count, c->dtype, c->op, c->sc->pcomm, alg);
 }
 

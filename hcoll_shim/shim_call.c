@@ -14,7 +14,8 @@
  *   bcast           network, stage, node leaders, MPI
  *   barrier         network, node leaders, MPI
  *   reduce-scatter  network, stage, MPI
- *   allgather       network, stage, MPI
+ *   allgather       network, stage, MPI (MPI_Allgatherv too: its blocks
+ *                   back to back in the tree, placed at displs on each rank)
  *
  * Routing looks at the arguments first: derived types, user ops, types and
  * ops the tree does not reduce, count 0 and intercommunicators go to MPI
@@ -115,7 +116,7 @@ static void shim_route_comm(shim_call_t *c, shim_route_t not_net)
     if (sc != NULL && (c->coll == AGG_COLL_REDUCE || c->coll == AGG_COLL_BCAST) &&
         (c->root < 0 || c->root >= sc->size)) {
         c->why = SHIM_WHY_NONE;
-    } else if (c->bytes > INT_MAX / (sc != NULL ? sc->size : 1)) {
+    } else if ((c->coll == AGG_COLL_ALLGATHER ? c->total : c->bytes) > INT_MAX) {
         c->why = SHIM_WHY_TOO_LARGE; /* counts beyond int: MPI's */
     } else if (sc == NULL || sc->inter) {
         c->why = sc != NULL ? SHIM_WHY_INTERCOMM : SHIM_WHY_LAZY;
@@ -156,12 +157,20 @@ static void shim_route_reduce(shim_call_t *c)
     spec->root = c->root;
 }
 
-/* A bcast or allgather of c->bytes per rank (-1: MPI reports the arguments). */
+/*
+ * A bcast or allgather of c->bytes (an allgather's: this rank's block, of
+ * c->total in all): -1 when MPI reports the arguments.
+ */
 static void shim_route_data(shim_call_t *c)
 {
     agg_data_spec_t *spec = &c->spec.data;
+    int gather = c->coll == AGG_COLL_ALLGATHER;
 
-    if (c->bytes <= 0) {
+    if (c->bytes < 0) {
+        c->why = SHIM_WHY_NONE; /* MPI reports it */
+        return;
+    }
+    if ((gather ? c->total : c->bytes) == 0) {
         c->why = SHIM_WHY_TOO_SMALL;
         return;
     }
@@ -169,15 +178,55 @@ static void shim_route_data(shim_call_t *c)
     if (c->route != SHIM_ROUTE_NET || (c->request != NULL && c->sc->hier)) {
         return;
     }
-    if (!shim_type_ok(c->sc, c->dtype, c->count, c->bytes) ||
-        (c->coll == AGG_COLL_ALLGATHER && c->sbuf != MPI_IN_PLACE &&
-         !shim_type_ok(c->sc, c->stype, c->scount, c->bytes))) {
+    if (gather ? !shim_type_ok(c->sc, c->dtype, 1, c->esize) ||
+                     (c->sbuf != MPI_IN_PLACE &&
+                      !shim_type_ok(c->sc, c->stype, c->scount, c->bytes))
+               : !shim_type_ok(c->sc, c->dtype, c->count, c->bytes)) {
         c->why   = SHIM_WHY_NONE; /* MPI reports it */
         c->route = SHIM_ROUTE_MPI;
         return;
     }
-    spec->bytes = (size_t)c->bytes;
+    spec->bytes = c->uneven ? 0 : (size_t)c->bytes;
     spec->root  = c->root;
+}
+
+/*
+ * An allgather's blocks, in bytes of the type signature (which MPI requires
+ * to match, whatever each rank's layout): c->bytes (this rank's), c->total,
+ * c->esize, and whether MPI_Allgatherv's counts (the same on every rank, so
+ * every rank decides alike) differ. c->bytes is -1 for arguments MPI
+ * reports: a negative count, or a send side that is not this rank's block.
+ */
+static void shim_gather_blocks(shim_call_t *c)
+{
+    int size, rank, i;
+
+    c->bytes = -1;
+    if (PMPI_Comm_size(c->comm, &size) != MPI_SUCCESS ||
+        PMPI_Comm_rank(c->comm, &rank) != MPI_SUCCESS ||
+        shim_sig_bytes(c->dtype, 1) < 0) {
+        return;
+    }
+    c->esize = (int)shim_sig_bytes(c->dtype, 1);
+    if (c->counts == NULL) {
+        c->mine  = c->count;
+        c->total = (long long)c->count * size * c->esize;
+    } else {
+        for (c->total = 0, i = 0; i < size; ++i) {
+            if (c->counts[i] < 0) {
+                return;
+            }
+            c->total += (long long)c->counts[i] * c->esize;
+            c->uneven = c->uneven || c->counts[i] != c->counts[0];
+        }
+        c->count = c->counts[0];
+        c->mine  = c->counts[rank];
+    }
+    if (c->mine < 0 || (c->sbuf != MPI_IN_PLACE &&
+                        shim_sig_bytes(c->stype, c->scount) != (long long)c->mine * c->esize)) {
+        return;
+    }
+    c->bytes = (long long)c->mine * c->esize;
 }
 
 /*
@@ -227,10 +276,7 @@ static void shim_route(shim_call_t *c)
         shim_route_data(c);
         break;
     case AGG_COLL_ALLGATHER:
-        c->bytes = shim_sig_bytes(c->dtype, c->count); /* per rank, alike everywhere */
-        if (c->sbuf != MPI_IN_PLACE && shim_sig_bytes(c->stype, c->scount) != c->bytes) {
-            c->bytes = -1; /* the two sides' signatures differ: MPI reports it */
-        }
+        shim_gather_blocks(c);
         shim_route_data(c);
         break;
     case AGG_COLL_BARRIER:
@@ -293,6 +339,12 @@ static int shim_call_pmpi(const shim_call_t *c)
                   : PMPI_Reduce_scatter_block(c->sbuf, c->rbuf, c->count, c->dtype, c->op,
                                               c->comm);
     default:
+        if (c->displs != NULL) {
+            return nb ? PMPI_Iallgatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->counts,
+                                         c->displs, c->dtype, c->comm, c->request)
+                      : PMPI_Allgatherv(c->sbuf, c->scount, c->stype, c->rbuf, c->counts,
+                                        c->displs, c->dtype, c->comm);
+        }
         return nb ? PMPI_Iallgather(c->sbuf, c->scount, c->stype, c->rbuf, c->count, c->dtype,
                                     c->comm, c->request)
                   : PMPI_Allgather(c->sbuf, c->scount, c->stype, c->rbuf, c->count, c->dtype,
@@ -307,7 +359,7 @@ static int shim_mpi_take(shim_call_t *c)
 
 static int shim_mpi_run(shim_call_t *c)
 {
-    shim_count(c->coll, SHIM_PATH_MPI, c->why);
+    shim_count(c->fn, SHIM_PATH_MPI, c->why);
     return shim_call_pmpi(c);
 }
 
@@ -317,6 +369,11 @@ int shim_call(shim_call_t *c)
 {
     if (!shim.on) {
         return shim_call_pmpi(c);
+    }
+    c->fn = (shim_fn_t)(2 * c->coll + (c->request != NULL));
+    if (c->counts != NULL) {
+        c->fn = (c->coll == AGG_COLL_ALLGATHER ? SHIM_FN_ALLGATHERV : SHIM_FN_REDUCE_SCATTER) +
+                (c->request != NULL);
     }
     c->smem = shim_gpu_mem(c->sbuf);
     c->rmem = shim_gpu_mem(c->rbuf);
@@ -449,6 +506,28 @@ SHIM_API int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, vo
     shim_call_t c = {.coll = AGG_COLL_ALLGATHER, .sbuf = sbuf, .scount = scount,
                      .stype = stype, .rbuf = rbuf, .count = rcount, .dtype = rtype,
                      .comm = comm, .request = request};
+
+    return shim_call(&c);
+}
+
+SHIM_API int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                            const int rcounts[], const int displs[], MPI_Datatype rtype,
+                            MPI_Comm comm)
+{
+    shim_call_t c = {.coll = AGG_COLL_ALLGATHER, .sbuf = sbuf, .scount = scount,
+                     .stype = stype, .rbuf = rbuf, .counts = rcounts, .displs = displs,
+                     .dtype = rtype, .comm = comm};
+
+    return shim_call(&c);
+}
+
+SHIM_API int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                             const int rcounts[], const int displs[], MPI_Datatype rtype,
+                             MPI_Comm comm, MPI_Request *request)
+{
+    shim_call_t c = {.coll = AGG_COLL_ALLGATHER, .sbuf = sbuf, .scount = scount,
+                     .stype = stype, .rbuf = rbuf, .counts = rcounts, .displs = displs,
+                     .dtype = rtype, .comm = comm, .request = request};
 
     return shim_call(&c);
 }

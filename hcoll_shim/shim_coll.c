@@ -61,7 +61,7 @@ static agg_status_t shim_net_block(shim_call_t *c)
     agg_request_t *req;
     agg_status_t st = shim_net_post(c, &req);
 
-    st = st == AGG_OK ? shim_net_wait(c->coll, req) : st;
+    st = st == AGG_OK ? shim_net_wait(c->fn, req) : st;
     if (st != AGG_OK) {
         agg_warn("%s failed in the network (%s)", agg_coll_name(c->coll), agg_strerror(st));
     }
@@ -129,8 +129,9 @@ static void shim_ibcast_pack(shim_call_t *c, shim_ipack_t *pack)
 }
 
 /* A request's own buffer of `bytes`; running out would split the ranks' paths: stop. */
-static void *shim_ibuf_or_abort(size_t bytes)
+static void *shim_ibuf_or_abort(shim_comm_t *sc, size_t bytes)
 {
+    (void)sc;
     void *p = malloc(bytes > 0 ? bytes : 1);
 
     if (p == NULL) {
@@ -148,50 +149,84 @@ static void shim_ireduce_scatter_aside(shim_call_t *c, shim_ipack_t *pack)
 {
     size_t bytes = (size_t)c->total * agg_dtype_size(c->spec.red.dtype);
 
-    pack->buf = shim_ibuf_or_abort(bytes);
+    pack->buf = shim_ibuf_or_abort(c->sc, bytes);
     memcpy(pack->buf, c->rbuf, bytes);
     c->spec.red.sbuf = pack->buf;
 }
 
+/* ---- allgather's layouts ---------------------------------------------- */
+
 /*
- * A non-blocking allgather's layouts: blocks that are not contiguous on this
- * rank go through a buffer of the request's own, [the gathered blocks | my
- * block], packed now and unpacked when it completes.
+ * Whether the blocks land in rbuf as the tree gathers them, back to back in
+ * rank order: a contiguous type and, for MPI_Allgatherv, displacements
+ * that are the running sum of the counts.
  */
-static void shim_iallgather_pack(shim_call_t *c, shim_ipack_t *pack)
+static int shim_allgather_direct(const shim_call_t *c)
 {
-    size_t bytes = (size_t)c->bytes, all = bytes * (size_t)c->sc->size;
-    int scontig = shim_contig(c->stype, c->scount, c->bytes), pos = 0;
-    int rcontig = shim_contig(c->dtype, c->count, c->bytes);
+    int i, at = 0;
 
-    if (c->sbuf == MPI_IN_PLACE) {
-        MPI_Aint lb, extent;
+    if (!shim_contig(c->dtype, 1, c->esize)) {
+        return 0;
+    }
+    for (i = 0; c->displs != NULL && i < c->sc->size; at += c->counts[i], ++i) {
+        if (c->displs[i] != at) {
+            return 0;
+        }
+    }
+    return 1;
+}
 
-        /* my block is in rbuf, at its place, in rbuf's layout */
+/*
+ * An allgather's buffers for the tree. This rank's block is where the
+ * program has it (in place: in rbuf, at its place), packed when it is not
+ * contiguous; the gathered blocks go to rbuf when its layout is theirs
+ * (shim_allgather_direct), else to a buffer that pack describes, unpacked
+ * afterwards into rbuf as one type (the blocks at their displacements).
+ * Both come from one buffer of get(): [gathered | my block].
+ */
+static void shim_allgather_prepare(shim_call_t *c, void *(*get)(shim_comm_t *, size_t),
+                                   shim_ipack_t *pack)
+{
+    agg_data_spec_t *spec = &c->spec.data;
+    size_t mine = (size_t)c->bytes, all = (size_t)c->total;
+    const void *sbuf = c->sbuf;
+    int scount = c->scount, direct = shim_allgather_direct(c), scontig, pos = 0;
+    MPI_Datatype stype = c->stype;
+    MPI_Aint lb, extent;
+    uint8_t *buf;
+
+    if (sbuf == MPI_IN_PLACE) {
         PMPI_Type_get_extent(c->dtype, &lb, &extent);
-        c->spec.data.sbuf = (const uint8_t *)c->rbuf +
-                            (size_t)c->sc->rank * (size_t)c->count * (size_t)extent;
-        scontig = rcontig;
-        if (!scontig) {
-            pack->buf = shim_ibuf_or_abort(all + bytes);
-            PMPI_Pack(c->spec.data.sbuf, c->count, c->dtype, (uint8_t *)pack->buf + all,
-                      (int)bytes, &pos, c->sc->pcomm);
-        }
-    } else if (!scontig) {
-        pack->buf = shim_ibuf_or_abort(all + bytes);
-        PMPI_Pack(c->sbuf, c->scount, c->stype, (uint8_t *)pack->buf + all, (int)bytes, &pos,
-                  c->sc->pcomm);
+        sbuf   = (const uint8_t *)c->rbuf +
+                 (size_t)extent * (size_t)(c->displs != NULL ? c->displs[c->sc->rank]
+                                                             : c->sc->rank * c->count);
+        scount = c->mine;
+        stype  = c->dtype;
     }
+    scontig = shim_contig(stype, scount, c->bytes);
+    *pack   = (shim_ipack_t){NULL};
+    if (direct && scontig) {
+        spec->sbuf = sbuf;
+        return;
+    }
+    buf       = get(c->sc, (direct ? 0 : all) + (scontig ? 0 : mine));
+    pack->buf = buf;
+    spec->sbuf = sbuf;
     if (!scontig) {
-        c->spec.data.sbuf = (uint8_t *)pack->buf + all;
+        PMPI_Pack(sbuf, scount, stype, buf + (direct ? 0 : all), (int)mine, &pos,
+                  c->sc->pcomm);
+        spec->sbuf = buf + (direct ? 0 : all);
     }
-    if (!rcontig) {
-        if (pack->buf == NULL) {
-            pack->buf = shim_ibuf_or_abort(all);
-        }
-        c->spec.data.rbuf = pack->buf;
-        *pack = (shim_ipack_t){pack->buf, c->rbuf, c->count * c->sc->size, MPI_DATATYPE_NULL,
-                               c->sc->pcomm, (int)all};
+    if (direct) {
+        return;
+    }
+    spec->rbuf = buf;
+    *pack = (shim_ipack_t){buf, c->rbuf, 1, MPI_DATATYPE_NULL, c->sc->pcomm, (int)all};
+    if (c->displs != NULL) {
+        PMPI_Type_indexed(c->sc->size, c->counts, c->displs, c->dtype, &pack->utype);
+        PMPI_Type_commit(&pack->utype);
+    } else {
+        pack->ucount = c->count * c->sc->size;
         PMPI_Type_dup(c->dtype, &pack->utype);
     }
 }
@@ -258,40 +293,20 @@ static int shim_reduce_scatter_net(shim_call_t *c)
 
 static int shim_allgather_net(shim_call_t *c)
 {
-    agg_data_spec_t *spec = &c->spec.data;
-    size_t bytes = (size_t)c->bytes;
-    const void *sbuf = c->sbuf;
-    int scount = c->scount, rcontig, pos = 0;
-    MPI_Datatype stype = c->stype;
-    MPI_Aint lb, extent;
-    uint8_t *scratch;
+    shim_ipack_t pack = {0};
+    int pos = 0, rc = MPI_SUCCESS;
 
-    if (sbuf == MPI_IN_PLACE) {
-        /* my block is in rbuf, at its place */
-        PMPI_Type_get_extent(c->dtype, &lb, &extent);
-        sbuf   = (const uint8_t *)c->rbuf + (size_t)c->sc->rank * (size_t)c->count * (size_t)extent;
-        scount = c->count;
-        stype  = c->dtype;
-    }
-    /* the layouts on this rank: blocks not contiguous are packed in scratch */
-    rcontig = shim_contig(c->dtype, c->count, c->bytes);
-    scratch = rcontig && shim_contig(stype, scount, c->bytes) ? NULL :
-              shim_scratch_or_abort(c->sc, bytes * ((size_t)c->sc->size + 1));
-    spec->sbuf = sbuf;
-    if (!shim_contig(stype, scount, c->bytes)) {
-        PMPI_Pack(sbuf, scount, stype, scratch, (int)bytes, &pos, c->sc->pcomm);
-        spec->sbuf = scratch;
-    }
-    if (!rcontig) {
-        spec->rbuf = scratch + bytes;
-    }
+    shim_allgather_prepare(c, shim_scratch_or_abort, &pack);
     if (shim_net_block(c) != AGG_OK) {
-        return shim_net_failed(c); /* failed results are never written: the input is intact */
+        rc = shim_net_failed(c); /* failed results are never written: the input is intact */
+    } else if (pack.ubuf != NULL) {
+        rc = PMPI_Unpack(pack.buf, pack.bytes, &pos, pack.ubuf, pack.ucount, pack.utype,
+                         pack.ucomm);
     }
-    pos = 0;
-    return rcontig ? MPI_SUCCESS
-                   : PMPI_Unpack(spec->rbuf, (int)(c->bytes * c->sc->size), &pos, c->rbuf,
-                                 c->count * c->sc->size, c->dtype, c->sc->pcomm);
+    if (pack.ubuf != NULL) {
+        PMPI_Type_free(&pack.utype);
+    }
+    return rc;
 }
 
 /* ---- the path ----------------------------------------------------------- */
@@ -310,13 +325,13 @@ static int shim_net_start(shim_call_t *c)
     } else if (c->coll == AGG_COLL_REDUCE_SCATTER && c->sbuf == MPI_IN_PLACE) {
         shim_ireduce_scatter_aside(c, &pack);
     } else if (c->coll == AGG_COLL_ALLGATHER) {
-        shim_iallgather_pack(c, &pack);
+        shim_allgather_prepare(c, shim_ibuf_or_abort, &pack);
     }
     if (shim_net_post(c, &req) != AGG_OK) {
         free(pack.buf);
         return shim_net_failed(c);
     }
-    shim_ireq_start(c->sc, c->coll, req, &pack, c->request);
+    shim_ireq_start(c->sc, c->fn, req, &pack, c->request);
     return MPI_SUCCESS;
 }
 
@@ -345,6 +360,8 @@ static void shim_net_buffers(shim_call_t *c)
         c->spec.data.sbuf     = c->sbuf;
         c->spec.data.rbuf     = c->rbuf;
         c->spec.data.rbuf_mem = c->rmem;
+        c->spec.data.counts   = c->uneven ? shim_blocks(c->sc, c->counts, (size_t)c->esize)
+                                          : NULL;
         break;
     case AGG_COLL_BARRIER:
         break;
@@ -353,7 +370,7 @@ static void shim_net_buffers(shim_call_t *c)
         red->rbuf     = c->rbuf;
         red->sbuf_mem = c->sbuf == MPI_IN_PLACE ? c->rmem : c->smem;
         red->rbuf_mem = c->rmem;
-        red->counts   = c->uneven ? shim_blocks(c->sc, c->counts) : NULL;
+        red->counts   = c->uneven ? shim_blocks(c->sc, c->counts, 1) : NULL;
         if (c->coll == AGG_COLL_REDUCE && c->sc->rank != c->root) {
             red->rbuf     = NULL; /* not written, may be anything on non-roots */
             red->sbuf     = c->sbuf;

@@ -223,12 +223,12 @@ shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll)
     return SHIM_WHY_NONE;
 }
 
-const size_t *shim_blocks(shim_comm_t *sc, const int *counts)
+const size_t *shim_blocks(shim_comm_t *sc, const int *counts, size_t unit)
 {
     int i;
 
     for (i = 0; i < sc->size; ++i) {
-        sc->blocks[i] = (size_t)counts[i];
+        sc->blocks[i] = (size_t)counts[i] * unit;
     }
     return sc->blocks;
 }

@@ -338,6 +338,33 @@ void ompi_iallgather_f(char *sbuf, MPI_Fint *scount, MPI_Fint *stype, char *rbuf
     shim_f_req(ierr, rc, req, request);
 }
 
+SHIM_F_ENTRY(allgatherv, MPI_ALLGATHERV, (char *sbuf, MPI_Fint *scount, MPI_Fint *stype,
+             char *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+             MPI_Fint *ierr));
+void ompi_allgatherv_f(char *sbuf, MPI_Fint *scount, MPI_Fint *stype, char *rbuf,
+                       MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+                       MPI_Fint *ierr)
+{
+    shim_f_ret(ierr, MPI_Allgatherv(shim_f_sbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
+                                    shim_f_buf(rbuf), (int *)rcounts, (int *)displs,
+                                    PMPI_Type_f2c(*rtype), PMPI_Comm_f2c(*comm)));
+}
+
+SHIM_F_ENTRY(iallgatherv, MPI_IALLGATHERV, (char *sbuf, MPI_Fint *scount, MPI_Fint *stype,
+             char *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+             MPI_Fint *request, MPI_Fint *ierr));
+void ompi_iallgatherv_f(char *sbuf, MPI_Fint *scount, MPI_Fint *stype, char *rbuf,
+                        MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+                        MPI_Fint *request, MPI_Fint *ierr)
+{
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Iallgatherv(shim_f_sbuf(sbuf), (int)*scount, PMPI_Type_f2c(*stype),
+                             shim_f_buf(rbuf), (int *)rcounts, (int *)displs,
+                             PMPI_Type_f2c(*rtype), PMPI_Comm_f2c(*comm), &req);
+
+    shim_f_req(ierr, rc, req, request);
+}
+
 SHIM_F_ENTRY(barrier, MPI_BARRIER, (MPI_Fint *comm, MPI_Fint *ierr));
 void ompi_barrier_f(MPI_Fint *comm, MPI_Fint *ierr)
 {

@@ -296,7 +296,7 @@ static int shim_gpu_ring_run(shim_call_t *c)
     g.count  = c->count;
     g.dtype  = shim_map_dtype(c->dtype);
     g.op     = shim_map_op(c->op);
-    shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_GPU_RING, c->why);
+    shim_count(c->fn, SHIM_PATH_GPU_RING, c->why);
     rc = shim_host_ring_dev(g.mirror, c->count, c->dtype, c->op, c->sc->pcomm, &dev);
     if (cur != q.device) {
         shim_gpu->device_set(cur);
@@ -330,7 +330,7 @@ static int shim_gpu_stage_take(shim_call_t *c)
 static int shim_gpu_stage_run(shim_call_t *c)
 {
     shim_call_t h = *c;
-    int me = -1, size = 1, rc, in_place = c->sbuf == MPI_IN_PLACE;
+    int me = -1, size = 1, rc, in_place = c->sbuf == MPI_IN_PLACE, i;
     int scount = c->count, rcount = c->count, rin = in_place, rout = 1;
     MPI_Datatype stype = c->dtype;
 
@@ -352,7 +352,12 @@ static int shim_gpu_stage_run(shim_call_t *c)
     case AGG_COLL_ALLGATHER:
         scount = c->scount;
         stype  = c->stype;
-        rcount = c->count * size;
+        rcount = c->displs != NULL ? 0 : c->count * size;
+        for (i = 0; c->displs != NULL && i < size; ++i) { /* rbuf's reach */
+            if (c->counts[i] > 0 && c->displs[i] + c->counts[i] > rcount) {
+                rcount = c->displs[i] + c->counts[i];
+            }
+        }
         break;
     default:
         break;

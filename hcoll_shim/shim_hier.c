@@ -143,7 +143,7 @@ static int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, in
         up.sbuf = part;
         up.rbuf = rbuf;
         st = agg_iallreduce(sc->agg, &up, &req);
-        st = st == AGG_OK ? shim_net_wait(AGG_COLL_ALLREDUCE, req) : st;
+        st = st == AGG_OK ? shim_net_wait(SHIM_FN_ALLREDUCE, req) : st;
         if (st != AGG_OK) {
             agg_warn("allreduce failed in the network (%s); the leaders complete it on the "
                      "host", agg_strerror(st));
@@ -156,7 +156,7 @@ static int shim_hier_allreduce(shim_comm_t *sc, const void *sbuf, void *rbuf, in
                                      shim_host_choose(&tune, bytes, nleaders));
         }
     } else {
-        shim_count(AGG_COLL_ALLREDUCE, SHIM_PATH_LLT, SHIM_WHY_NONE);
+        shim_count(SHIM_FN_ALLREDUCE, SHIM_PATH_LLT, SHIM_WHY_NONE);
     }
     return rc != MPI_SUCCESS ? rc : PMPI_Bcast(rbuf, count, dtype, 0, sc->node);
 }
@@ -185,7 +185,7 @@ static int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype d
         agg_request_t *req;
         agg_status_t st = agg_ibcast(sc->agg, &ds, &req);
 
-        st = st == AGG_OK ? shim_net_wait(AGG_COLL_BCAST, req) : st;
+        st = st == AGG_OK ? shim_net_wait(SHIM_FN_BCAST, req) : st;
         if (st != AGG_OK) {
             /* the root's leader never writes its own buffer: it still has the data */
             agg_warn("bcast failed in the network (%s); the leaders complete it on the host",
@@ -193,7 +193,7 @@ static int shim_hier_bcast(shim_comm_t *sc, void *buf, int count, MPI_Datatype d
             rc = PMPI_Bcast(buf, count, dtype, lroot, sc->leaders);
         }
     } else if (rc == MPI_SUCCESS) {
-        shim_count(AGG_COLL_BCAST, SHIM_PATH_LLT, SHIM_WHY_NONE);
+        shim_count(SHIM_FN_BCAST, SHIM_PATH_LLT, SHIM_WHY_NONE);
     }
     return rc != MPI_SUCCESS ? rc : PMPI_Bcast(buf, count, dtype, nroot, sc->node);
 }
@@ -206,12 +206,12 @@ static int shim_hier_barrier(shim_comm_t *sc)
         agg_request_t *req;
         agg_status_t st = agg_ibarrier(sc->agg, &req);
 
-        st = st == AGG_OK ? shim_net_wait(AGG_COLL_BARRIER, req) : st;
+        st = st == AGG_OK ? shim_net_wait(SHIM_FN_BARRIER, req) : st;
         if (st != AGG_OK) {
             rc = PMPI_Barrier(sc->leaders);
         }
     } else if (rc == MPI_SUCCESS) {
-        shim_count(AGG_COLL_BARRIER, SHIM_PATH_LLT, SHIM_WHY_NONE);
+        shim_count(SHIM_FN_BARRIER, SHIM_PATH_LLT, SHIM_WHY_NONE);
     }
     return rc != MPI_SUCCESS ? rc : PMPI_Barrier(sc->node);
 }

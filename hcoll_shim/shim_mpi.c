@@ -237,8 +237,10 @@ SHIM_API int MPI_Finalize(void)
     }
     shim_requests_abandon();
     if (shim.world_rank == 0 && shim.ctx != NULL) {
-        unsigned long off = shim.calls[AGG_COLL_ALLREDUCE][SHIM_PATH_LLT] +
-                            shim.calls[AGG_COLL_ALLREDUCE][SHIM_PATH_SAT];
+        unsigned long off = shim.calls[SHIM_FN_ALLREDUCE][SHIM_PATH_LLT] +
+                            shim.calls[SHIM_FN_ALLREDUCE][SHIM_PATH_SAT] +
+                            shim.calls[SHIM_FN_IALLREDUCE][SHIM_PATH_LLT] +
+                            shim.calls[SHIM_FN_IALLREDUCE][SHIM_PATH_SAT];
         agg_info("hcoll_shim: %lu allreduce calls offloaded (%lu non-blocking collectives, "
                  "%llu fragments); AGG_STATS=1 says where every call went", off,
                  shim.offloaded_nb,

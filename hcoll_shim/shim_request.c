@@ -97,15 +97,15 @@ static int shim_ireq_cancel(void *extra, int complete)
     return MPI_SUCCESS; /* a collective cannot be cancelled; it completes */
 }
 
-agg_status_t shim_net_wait(agg_coll_type_t coll, agg_request_t *req)
+agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req)
 {
     agg_request_info_t info;
     agg_status_t st = agg_request_wait(req);
 
     agg_request_info(req, &info);
     agg_request_free(req);
-    if (st == AGG_OK && coll < AGG_COLL__COUNT) {
-        shim_count(coll, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT,
+    if (st == AGG_OK && fn < SHIM_FN__COUNT) {
+        shim_count(fn, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT,
                    info.why_llt == AGG_ERR_SAT_LOCK_BUSY ? SHIM_WHY_LOCK : SHIM_WHY_NONE);
     }
     return st;
@@ -128,7 +128,7 @@ static void shim_ipack_finish(shim_ipack_t *pack, agg_status_t st)
     pack->buf = NULL;
 }
 
-void shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
+void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
                      const shim_ipack_t *pack, MPI_Request *request)
 {
     shim_req_t *sr = calloc(1, sizeof(*sr));
@@ -149,7 +149,7 @@ void shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
         shim_ipack_finish(pack != NULL ? (shim_ipack_t *)pack : &none, st);
         free(sr);
         if (st != AGG_OK) {
-            agg_error("non-blocking %s failed in the network (%s)", agg_coll_name(coll),
+            agg_error("%s failed in the network (%s)", shim_fn_name(fn),
                       agg_strerror(st));
         }
         PMPI_Ibarrier(MPI_COMM_SELF, request);
@@ -159,10 +159,10 @@ void shim_ireq_start(shim_comm_t *sc, agg_coll_type_t coll, agg_request_t *req,
         sr->pack = *pack;
     }
     agg_request_info(req, &info);
-    shim_count(coll, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, SHIM_WHY_NONE);
+    shim_count(fn, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, SHIM_WHY_NONE);
     __atomic_fetch_add(&shim.offloaded_nb, 1, __ATOMIC_RELAXED);
     sr->agg  = req;
-    sr->coll = coll;
+    sr->fn   = fn;
     sr->sc   = sc;
     *request = sr->greq;
     taken    = shim_req_take(1);
@@ -187,8 +187,8 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
     sr->agg = NULL;
     shim_ipack_finish(&sr->pack, st);
     if (st != AGG_OK) {
-        agg_error("non-blocking %s failed in the network (%s); reporting "
-                  "MPI_ERR_INTERN", agg_coll_name(sr->coll), agg_strerror(st));
+        agg_error("%s failed in the network (%s); reporting MPI_ERR_INTERN",
+                  shim_fn_name(sr->fn), agg_strerror(st));
         sr->error = MPI_ERR_INTERN;
     }
     /* after this, nothing of sr: a thread in MPI_Wait may free it as soon as

@@ -1,13 +1,15 @@
 /*
  * AGG_STATS=1: where every collective went, printed by rank 0 at
- * MPI_Finalize, one line per collective the program called:
+ * MPI_Finalize, one line per MPI function the program called:
  *
  *   agg_stats: allreduce calls=N llt=N sat=N recursive_doubling=N
- *              rabenseifner=N ring=N mpi=N[ why: <reason>=N ...]
+ *              rabenseifner=N ring=N gpu_ring=N mpi=N[ why: <reason>=N ...]
  *
- * (one line). The paths add up to calls; the reasons count the calls that
- * were not offloaded (and SAT calls the SAT lock sent to the LLT). These
- * are rank 0's counts: every member of a communicator takes the same path.
+ * (one line; "iallreduce", "allgatherv", "reduce_scatter_block"...: the
+ * function's name without MPI_). The paths add up to calls; the reasons
+ * count the calls that were not offloaded (and SAT calls the SAT lock sent
+ * to the LLT). These are rank 0's counts: every member of a communicator
+ * takes the same path.
  */
 #include <stdio.h>
 
@@ -18,6 +20,30 @@ static const char *const shim_path_names[SHIM_PATH__COUNT] = {
     [SHIM_PATH_RAB] = "rabenseifner", [SHIM_PATH_RING] = "ring", [SHIM_PATH_GPU_RING] = "gpu_ring",
     [SHIM_PATH_MPI] = "mpi",
 };
+
+static const char *const shim_fn_names[SHIM_FN__COUNT] = {
+    [SHIM_FN_ALLREDUCE] = "allreduce",
+    [SHIM_FN_IALLREDUCE] = "iallreduce",
+    [SHIM_FN_REDUCE] = "reduce",
+    [SHIM_FN_IREDUCE] = "ireduce",
+    [SHIM_FN_BCAST] = "bcast",
+    [SHIM_FN_IBCAST] = "ibcast",
+    [SHIM_FN_BARRIER] = "barrier",
+    [SHIM_FN_IBARRIER] = "ibarrier",
+    [SHIM_FN_REDUCE_SCATTER_BLOCK] = "reduce_scatter_block",
+    [SHIM_FN_IREDUCE_SCATTER_BLOCK] = "ireduce_scatter_block",
+    [SHIM_FN_ALLGATHER] = "allgather",
+    [SHIM_FN_IALLGATHER] = "iallgather",
+    [SHIM_FN_REDUCE_SCATTER] = "reduce_scatter",
+    [SHIM_FN_IREDUCE_SCATTER] = "ireduce_scatter",
+    [SHIM_FN_ALLGATHERV] = "allgatherv",
+    [SHIM_FN_IALLGATHERV] = "iallgatherv",
+};
+
+const char *shim_fn_name(shim_fn_t fn)
+{
+    return (unsigned)fn < SHIM_FN__COUNT ? shim_fn_names[fn] : "unknown";
+}
 
 static const char *const shim_why_names[SHIM_WHY__COUNT] = {
     [SHIM_WHY_NONE] = "none",
@@ -44,7 +70,7 @@ void shim_stats_print(void)
     int c, p, w, len;
     unsigned long total;
 
-    for (c = 0; c < AGG_COLL__COUNT; ++c) {
+    for (c = 0; c < SHIM_FN__COUNT; ++c) {
         for (total = 0, p = 0; p < SHIM_PATH__COUNT; ++p) {
             total += shim.calls[c][p];
         }
@@ -52,7 +78,7 @@ void shim_stats_print(void)
             continue;
         }
         len = snprintf(line, sizeof(line), "agg_stats: %s calls=%lu",
-                       agg_coll_name((agg_coll_type_t)c), total);
+                       shim_fn_name((shim_fn_t)c), total);
         for (p = 0; p < SHIM_PATH__COUNT; ++p) {
             len += snprintf(line + len, sizeof(line) - (size_t)len, " %s=%lu",
                             shim_path_names[p], shim.calls[c][p]);

@@ -63,7 +63,7 @@ run() {
 check_stats() {
     local out=$TMP/$1.out
     grep -q "^agg_stats: " "$out" || { cat "$out"; fail "$1: no agg_stats lines with AGG_STATS=1"; }
-    grep "^agg_stats: " "$out" | grep -vE '^agg_stats: (allreduce|reduce|bcast|barrier|reduce_scatter|allgather) calls=[0-9]+ llt=[0-9]+ sat=[0-9]+ recursive_doubling=[0-9]+ rabenseifner=[0-9]+ ring=[0-9]+ gpu_ring=[0-9]+ mpi=[0-9]+( why:( [a-z_]+=[0-9]+)+)?$' &&
+    grep "^agg_stats: " "$out" | grep -vE '^agg_stats: i?(allreduce|reduce|bcast|barrier|reduce_scatter_block|reduce_scatter|allgather|allgatherv) calls=[0-9]+ llt=[0-9]+ sat=[0-9]+ recursive_doubling=[0-9]+ rabenseifner=[0-9]+ ring=[0-9]+ gpu_ring=[0-9]+ mpi=[0-9]+( why:( [a-z_]+=[0-9]+)+)?$' &&
         fail "$1: agg_stats lines not in the documented format (above)"
     awk '/^agg_stats: / {
             calls = -1; sum = 0; why = 0
@@ -93,7 +93,7 @@ for np in "${NPS[@]}"; do
             llt=$(stat_of c2 $coll llt)
             [ "${llt:-0}" -gt 0 ] || fail "np 2: no $coll was offloaded (llt=${llt:-no line})"
         done
-        for coll in reduce_scatter allgather; do
+        for coll in reduce_scatter_block ireduce_scatter_block allgather iallgather; do
             [ -n "$(stat_of c2 $coll calls)" ] || fail "np 2: no agg_stats line for $coll"
         done
         [ "$(stat fragments_in "$TMP/c2.stats")" -gt 0 ] || fail "np 2: no fragment reached switchsim"
@@ -110,8 +110,10 @@ elif [ -x "$BIN/coll_check_f" ]; then
         check_stats "f$np"
         grep -E "^(coll_check_f|agg_stats):" "$TMP/f$np.out"
     done
-    llt=$(stat_of f2 allreduce llt)
-    [ "${llt:-0}" -gt 0 ] || fail "f2: no allreduce from Fortran was offloaded (llt=${llt:-no line})"
+    for coll in allreduce reduce_scatter allgatherv; do
+        llt=$(stat_of f2 $coll llt)
+        [ "${llt:-0}" -gt 0 ] || fail "f2: no $coll from Fortran was offloaded (llt=${llt:-no line})"
+    done
 else
     echo "SKIP coll_check_f: not built (no Fortran compiler or MPI Fortran bindings)"
 fi

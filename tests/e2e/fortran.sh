@@ -15,7 +15,8 @@ for b in fh mod f08; do
         -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$prog" >"$out" 2>&1 ||
         { cat "$out"; fail "fortran_offload_$b failed"; }
     expect_clean "$out" "fortran_offload_$b" "fortran_offload_$b: wrong results"
-    for coll in allreduce reduce bcast barrier reduce_scatter allgather; do
+    for coll in allreduce iallreduce reduce ireduce bcast ibcast barrier ibarrier \
+        reduce_scatter_block allgather; do
         line=$(grep "^agg_stats: $coll " "$out") || { cat "$out"; fail "$b: no AGG_STATS line for $coll"; }
         calls=${line#* calls=}
         calls=${calls%% *}

@@ -29,9 +29,10 @@ if grep '^agg_stats' "$TMP/llt.out" | grep -q 'lazy='; then
     grep '^agg_stats' "$TMP/llt.out"
     fail "a non-blocking call on a new communicator went to Open MPI (lazy)"
 fi
-# nb_check's reduce-scatters (counts alike and counts that differ) and allgathers,
-# blocking and not: the tree took every one
-for coll in reduce_scatter allgather; do
+# nb_check's reduce-scatters and allgathers (blocks alike and not, blocking and not,
+# allgatherv's at displacements of their own): the tree took every one
+for coll in ireduce_scatter_block reduce_scatter ireduce_scatter iallgather allgatherv \
+    iallgatherv; do
     grep -Eq "^agg_stats: $coll calls=([1-9][0-9]*) llt=\1 .*mpi=0" "$TMP/llt.out" ||
         { grep '^agg_stats' "$TMP/llt.out"; fail "not every $coll was offloaded"; }
 done

@@ -1,8 +1,9 @@
 ! The same collectives through the old mpif.h interface (integer handles),
 ! called by coll_check_f after its mpi_f08 checks: MPI_Allreduce (also
 ! MPI_IN_PLACE), MPI_Reduce (every root), MPI_Bcast (every root),
-! MPI_Barrier, MPI_Allgather and MPI_Reduce_scatter_block, on
-! MPI_COMM_WORLD and on a communicator of the first three ranks.
+! MPI_Barrier, MPI_Allgather, MPI_Allgatherv, MPI_Reduce_scatter_block and
+! MPI_Reduce_scatter, on MPI_COMM_WORLD and on a communicator of the first
+! three ranks.
 subroutine coll_check_fh(npass, nfail)
     implicit none
     include 'mpif.h'
@@ -39,7 +40,7 @@ contains
         integer, intent(in) :: comm
         character(len=*), intent(in) :: comm_name
         integer, parameter :: counts(5) = [1, 3, 64, 1000, 4097]
-        integer, allocatable :: is(:), ir(:), rcounts(:)
+        integer, allocatable :: is(:), ir(:), rcounts(:), displs(:)
         double precision, allocatable :: dr(:)
         integer :: rank, nr, c, n, i, k, p, e, bad, root, ierr
 
@@ -131,6 +132,28 @@ contains
         end do
         call tally(bad, ierr, 'mpif.h allgather integer', comm_name, n, 0)
         deallocate (is, ir)
+
+        ! rank p sends p + 2 elements, placed in reverse rank order with a gap of one
+        allocate (rcounts(nr), displs(nr), is(rank + 2), ir(nr * (nr + 4)))
+        e = 1
+        do p = nr - 1, 0, -1
+            rcounts(p + 1) = p + 2
+            displs(p + 1) = e
+            e = e + p + 3
+        end do
+        is = [(rank * 1000 + i, i = 1, rank + 2)]
+        ir = -1
+        call MPI_Allgatherv(is, rank + 2, MPI_INTEGER, ir, rcounts, displs, MPI_INTEGER, comm, &
+                            ierr)
+        bad = 0
+        do p = 0, nr - 1
+            do i = 1, p + 2
+                if (ir(displs(p + 1) + i) /= p * 1000 + i) bad = bad + 1
+            end do
+            if (ir(displs(p + 1)) /= -1) bad = bad + 1 ! the gap before each block
+        end do
+        call tally(bad, ierr, 'mpif.h allgatherv integer', comm_name, nr, 0)
+        deallocate (is, ir, rcounts, displs)
 
         n = 6
         allocate (is(n * nr), ir(n))

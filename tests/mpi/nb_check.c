@@ -12,9 +12,12 @@
  *     flight with an MPI_Iallreduce (other_collectives());
  *   - a non-blocking collective as the first call on a new communicator
  *     (fresh_communicator());
- *   - MPI_Reduce_scatter and MPI_Ireduce_scatter with counts alike (the
- *     tree's) and counts that differ (Open MPI's), in place and not
- *     (reduce_scatter_counts()).
+ *   - MPI_Reduce_scatter and MPI_Ireduce_scatter with counts alike and
+ *     counts that differ, in place and not
+ *     (reduce_scatter_counts());
+ *   - MPI_Allgatherv and MPI_Iallgatherv, counts alike and not, packed, at
+ *     displacements with gaps and through a type with gaps, in place and
+ *     not (allgatherv_check()).
  * Every result is checked element by element.
  *
  *   nb_check [--rounds N] [--skew-ms MS]
@@ -471,6 +474,108 @@ static void reduce_scatter_counts(int salt, int step)
     free(ip);
 }
 
+/*
+ * Allgathervs: rank m sends n + step x m elements (none for rank 1 when
+ * step is not 0), gathered back to back (the tree's own layout), at
+ * displacements in reverse rank order with gaps, and into every other
+ * element (a type that is not contiguous); blocking and not, in place and
+ * not. Every block is checked where it belongs, every gap left as it was.
+ */
+static void allgatherv_check(int salt, int step)
+{
+    enum { N = 1500, GAP = 3, KINDS = 5 };
+    static const char *const how[KINDS] = {
+        "MPI_Allgatherv, packed", "MPI_Allgatherv in place, reversed with gaps",
+        "MPI_Iallgatherv in place, packed", "MPI_Iallgatherv, reversed with gaps",
+        "MPI_Allgatherv into every other element"};
+    int *counts = calloc((size_t)world_size, sizeof(int));
+    int *packed = calloc((size_t)world_size, sizeof(int));
+    int *gaps = calloc((size_t)world_size, sizeof(int));
+    int32_t *mine, *out;
+    size_t all = 0, span, i, bad;
+    MPI_Datatype every_other;
+    MPI_Request req;
+    int m, k;
+
+    for (m = 0; m < world_size; ++m) {
+        counts[m] = step != 0 && m == 1 ? 0 : N + step * m;
+        packed[m] = (int)all;
+        all += (size_t)counts[m];
+    }
+    for (i = 0, m = world_size - 1; m >= 0; --m) {
+        gaps[m] = (int)i + GAP;
+        i += (size_t)counts[m] + GAP;
+    }
+    span = 2 * (all + (size_t)GAP * (size_t)world_size + GAP);
+    mine = malloc(((size_t)counts[world_rank] + 1) * sizeof(int32_t));
+    out  = malloc(span * sizeof(int32_t));
+    for (i = 0; i < (size_t)counts[world_rank]; ++i) {
+        mine[i] = val(world_rank, i, salt);
+    }
+    MPI_Type_create_resized(MPI_INT32_T, 0, 2 * sizeof(int32_t), &every_other);
+    MPI_Type_commit(&every_other);
+    for (k = 0; k < KINDS; ++k) {
+        const int *displs = k == 1 || k == 3 ? gaps : packed;
+        int stride = k == 4 ? 2 : 1, in_place = k == 1 || k == 2;
+
+        for (i = 0; i < span; ++i) {
+            out[i] = -7;
+        }
+        if (in_place) {
+            memcpy(out + displs[world_rank], mine, (size_t)counts[world_rank] * sizeof(int32_t));
+        }
+        switch (k) {
+        case 0:
+        case 1:
+            MPI_Allgatherv(in_place ? MPI_IN_PLACE : mine, counts[world_rank], MPI_INT32_T, out,
+                           counts, displs, MPI_INT32_T, MPI_COMM_WORLD);
+            break;
+        case 2:
+        case 3:
+            MPI_Iallgatherv(in_place ? MPI_IN_PLACE : mine, counts[world_rank], MPI_INT32_T,
+                            out, counts, displs, MPI_INT32_T, MPI_COMM_WORLD, &req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            break;
+        default:
+            MPI_Allgatherv(mine, counts[world_rank], MPI_INT32_T, out, counts, displs,
+                           every_other, MPI_COMM_WORLD);
+            break;
+        }
+        for (m = 0; m < world_size; ++m) { /* each block where it belongs */
+            for (i = 0, bad = 0; i < (size_t)counts[m]; ++i) {
+                bad += out[(size_t)stride * ((size_t)displs[m] + i)] != val(m, i, salt);
+            }
+            checks++;
+            if (bad) {
+                failures++;
+                fprintf(stderr, "rank %d: %s (step %d): block of %d: %zu of %d wrong\n",
+                        world_rank, how[k], step, m, bad, counts[m]);
+            }
+        }
+        for (i = 0, bad = 0; i < span; ++i) { /* the rest as it was */
+            int in_block = 0;
+
+            for (m = 0; m < world_size && !in_block; ++m) {
+                in_block = i % (size_t)stride == 0 && i / (size_t)stride >= (size_t)displs[m] &&
+                           i / (size_t)stride < (size_t)displs[m] + (size_t)counts[m];
+            }
+            bad += !in_block && out[i] != -7;
+        }
+        checks++;
+        if (bad) {
+            failures++;
+            fprintf(stderr, "rank %d: %s (step %d): %zu elements outside the blocks written\n",
+                    world_rank, how[k], step, bad);
+        }
+    }
+    MPI_Type_free(&every_other);
+    free(counts);
+    free(packed);
+    free(gaps);
+    free(mine);
+    free(out);
+}
+
 /* The first collective on communicators just made is a non-blocking one. */
 static void fresh_communicator(int salt)
 {
@@ -511,6 +616,8 @@ int main(int argc, char **argv)
         fresh_communicator(2000 + i);
         reduce_scatter_counts(3000 + i, 0);
         reduce_scatter_counts(4000 + i, 7);
+        allgatherv_check(5000 + i, 0);
+        allgatherv_check(6000 + i, 11);
     }
     if (world_size >= 2) {
         semantics(500);
