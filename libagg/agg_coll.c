@@ -150,6 +150,7 @@ static void agg__request_plan(agg_request_t *req)
         req->src_lo = lo;
         req->src_hi = lo + len;
         req->dst_hi = req->total;
+        req->block  = sp->counts == NULL ? len : 0;
         break;
     default:
         break;

@@ -73,14 +73,28 @@ static agg__frag_t *agg__assign(agg__group_t *grp, agg_request_t *req, uint8_t k
     return e;
 }
 
+/* The a-th fragment's part of the vector: k elements from off. */
+static void agg__request_span(const agg_request_t *req, size_t a, size_t *off, size_t *k)
+{
+    size_t size = (size_t)req->comm->size, at;
+
+    if (req->turns > 0) {
+        at   = a / size * req->per_frag; /* within member a % size's block */
+        *off = a % size * req->block + at;
+        *k   = req->block - at < req->per_frag ? req->block - at : req->per_frag;
+        return;
+    }
+    *off = a * req->per_frag;
+    *k   = req->total - *off < req->per_frag ? req->total - *off : req->per_frag;
+}
+
 /* The request's next data fragment. */
 static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
 {
     agg__frag_t *e = agg__assign(grp, req, AGG_DP_KIND_DATA);
-    size_t off = req->assigned * req->per_frag;
-    size_t k = req->total - off < req->per_frag ? req->total - off : req->per_frag;
-    size_t lo, hi;
+    size_t off, k, lo, hi;
 
+    agg__request_span(req, req->assigned, &off, &k);
     e->f.desc.count = (uint32_t)k;
     req->assigned++;
     if (req->abandoned) {
@@ -139,12 +153,25 @@ void agg__request_abandon(agg_request_t *req, agg_status_t why)
     }
 }
 
-/* Which group a request's fragments go to, and how big they are. */
+/*
+ * Which group a request's fragments go to, and how big they are. An
+ * allgather of blocks alike takes its members' blocks in turns, a fragment
+ * of each (member 0's first, member 1's first, ..., member 0's second...):
+ * in vector order the member whose block is being gathered copies in while
+ * the others only wait to copy out, block after block; in turns every
+ * member does its share at once. Staged device buffers keep vector order
+ * (their chunks are staged in it).
+ */
 static void agg__request_route(agg_request_t *req, agg__group_t *grp)
 {
     req->grp      = grp;
     req->per_frag = grp->payload / req->esize;
     req->nfrags   = (req->total + req->per_frag - 1) / req->per_frag;
+    req->turns    = 0;
+    if (req->block > 0 && req->comm->size > 1 && req->stage.gd == NULL) {
+        req->turns  = (req->block + req->per_frag - 1) / req->per_frag;
+        req->nfrags = req->turns * (size_t)req->comm->size;
+    }
     if (req->coll == AGG_COLL_BARRIER) {
         req->nfrags = 1; /* one empty fragment: complete once every member sent it */
     }
