@@ -7,7 +7,8 @@
 #   bandwidth part alone with every thread's CPU each second, netns-ab: that
 #   bandwidth from this tree and an earlier one in turn, netns-lanes: this
 #   tree's at several tcp_lanes, perf-ab: agg_perf's table from this tree and
-#   an earlier one in turn; none of them part of all)
+#   an earlier one in turn, prof: agg_perf's sampling profile; none of them
+#   part of all)
 # Builds with the CUDA backend, then checks device buffers through libagg and
 # through the shim under mpirun (2 and 4 ranks on one GPU, LLT and SAT),
 # device switching between calls, and measures the kernels, the staged
@@ -199,26 +200,62 @@ do_netns_lanes() {
 
 # perf-ab: agg_perf's table (every path: Open MPI, the host algorithms, LLT,
 # SAT) from this tree and from an earlier one (BASE, carried as for
-# netns-ab), built alike, run in turn PERF_AB_ROUNDS times (default 2) at 2
-# and 4 ranks, so both tables come from one host at one time
+# netns-ab), built alike, run in turn PERF_AB_ROUNDS times (default 2) at
+# each of PERF_AB_NPS ranks (default 2 4), so both tables come from one host
+# at one time. PERF_AB_COLLS (default allreduce), PERF_AB_ARGS (default
+# -b 8 -e 64M -f 4; a second set after '|' runs too, e.g. non-blocking
+# with -z 0), PERF_AB_SAT=0 for the LLT alone.
 do_perf_ab() {
-    local base=${BASE:?BASE=the earlier tree} r name tree np
+    local base=${BASE:?BASE=the earlier tree} r name tree np set k
     local t=(switchsim aggmgr agg hcoll_shim aggrun agg_perf)
+    local sat=(-x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096)
     declare -A trees=([base]=$(cd "$base" && pwd) [this]=$here)
     deps
     build_ab "${t[@]}" || return 1
+    [ "${PERF_AB_SAT:-1}" = 1 ] || sat=(-x SHARP_COLL_ENABLE_SAT=0)
+    IFS='|' read -r -a sets <<<"${PERF_AB_ARGS:--b 8 -e 64M -f 4}"
     for r in $(seq "${PERF_AB_ROUNDS:-2}"); do
-        for np in 2 4; do
-            for name in base this; do
-                tree=${trees[$name]}
-                mapfile -t m < <(mpirun_np "$np")
-                step "perf_ab_${r}_np${np}_$name" "$tree/build-ab/bin/aggrun" -- "${m[@]}" \
-                    -x SHARP_COLL_ENABLE_SAT=1 -x SHARP_COLL_SAT_THRESHOLD=4096 \
-                    "$tree/build-ab/bin/agg_perf" -b 8 -e 64M -f 4 -C "${PERF_AB_COLLS:-allreduce}"
-                echo "== round $r, $np ranks, $name:"
-                grep -vE '^\[|^#  *$' "$logs/perf_ab_${r}_np${np}_$name.log"
+        for np in ${PERF_AB_NPS:-2 4}; do
+            for k in "${!sets[@]}"; do
+                read -r -a set <<<"${sets[$k]}"
+                for name in base this; do
+                    tree=${trees[$name]}
+                    mapfile -t m < <(mpirun_np "$np")
+                    step "perf_ab_${r}_np${np}_${k}_$name" "$tree/build-ab/bin/aggrun" -- \
+                        "${m[@]}" "${sat[@]}" "$tree/build-ab/bin/agg_perf" "${set[@]}" \
+                        -C "${PERF_AB_COLLS:-allreduce}"
+                    echo "== round $r, $np ranks, ${sets[$k]}, $name:"
+                    grep -vE '^\[|^#  *$' "$logs/perf_ab_${r}_np${np}_${k}_$name.log"
+                done
             done
         done
+    done
+}
+
+# prof: where this tree's agg_perf spends its time (agg_perf -P, a sampling
+# profile; the host has no perf), for each agg_perf argument set in
+# PROF_CASES ('|' between sets) at PROF_NP ranks (default 4), every rank's
+# samples added up by tools/prof_report.sh. After perf-ab it reuses that build.
+do_prof() {
+    local np=${PROF_NP:-4} k set
+    local t=(switchsim aggmgr agg hcoll_shim aggrun agg_perf)
+    deps
+    [ -f "$here/build-ab/CMakeCache.txt" ] ||
+        step configure_prof cmake -S "$here" -B "$here/build-ab" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DPKG_CONFIG_EXECUTABLE="$PKGCONF" -DCMAKE_PREFIX_PATH="$SYS/usr" \
+            -DCMAKE_C_FLAGS="-isystem $SYS/usr/include" || return 1
+    step build_prof cmake --build "$here/build-ab" -j "$(nproc)" --target "${t[@]}" || return 1
+    IFS='|' read -r -a sets <<<"${PROF_CASES:?PROF_CASES=agg_perf arguments}"
+    mapfile -t m < <(mpirun_np "$np")
+    for k in "${!sets[@]}"; do
+        read -r -a set <<<"${sets[$k]}"
+        rm -f "$logs/prof$k".*
+        step "prof_$k" "$here/build-ab/bin/aggrun" -- "${m[@]}" \
+            "$here/build-ab/bin/agg_perf" "${set[@]}" -R 1 -c 0 -P "$logs/prof$k"
+        echo "== profile, $np ranks: agg_perf ${sets[$k]}"
+        grep -E '^ +[0-9]' "$logs/prof_$k.log"
+        TOP=${PROF_TOP:-30} bash "$here/tools/prof_report.sh" "$logs/prof$k".[0-9]* ||
+            echo "(no report: see $logs/prof$k.*)"
     done
 }
 
@@ -231,8 +268,10 @@ case $what in
     netns-ab) do_netns_ab ;;
     netns-lanes) do_netns_lanes ;;
     perf-ab) do_perf_ab ;;
+    prof) do_prof ;;
+    perf-ab+prof) do_perf_ab; do_prof ;;
     all) do_build && { do_check; do_bench; } ;;
-    *) echo "usage: $0 [build|check|bench|netns|netns-bw|netns-ab|netns-lanes|perf-ab|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|check|bench|netns|netns-bw|netns-ab|netns-lanes|perf-ab|prof|perf-ab+prof|all]" >&2; exit 2 ;;
 esac
 printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
 # one file back for every log (the device tool returns at most 8 files)

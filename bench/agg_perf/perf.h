@@ -55,6 +55,7 @@ typedef struct perf_opts {
     unsigned           colls;     /* bit per agg_coll_type_t */
     unsigned           paths;     /* bit per perf_path_id_t */
     const char        *png, *table;
+    const char        *prof;      /* -P: each rank's profile of the timed loops, to prof.RANK */
     size_t             span;      /* values of a sum stay below this (perf_gen) */
 } perf_opts_t;
 
@@ -208,6 +209,14 @@ void perf_print_summary(const perf_opts_t *o, agg_coll_type_t coll, unsigned pat
 int perf_in_path(const char *prog);
 
 /* Draws time and busbw against size for the rows into o->png with gnuplot (-g). */
+/*
+ * The sampling profile (-P, perf_prof.c): start it (-1 where it cannot run),
+ * take samples only between sampling(1) and sampling(0), write FILE.RANK.
+ */
+int perf_prof_start(void);
+void perf_prof_sampling(int on);
+int perf_prof_write(const char *file, int rank);
+
 void perf_plot(const perf_opts_t *o, const perf_env_t *e, const perf_row_t *rows,
                size_t nrows);
 

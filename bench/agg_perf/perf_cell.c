@@ -294,9 +294,11 @@ perf_cell_t perf_cell_run(const perf_opts_t *o, perf_env_t *e, perf_path_id_t p,
     rc = perf_agree(e, perf_loop(e, o, p, &c, perf_iters(o, s->bytes, 1)));
     if (rc == 0) {
         PMPI_Barrier(e->ctl);
+        perf_prof_sampling(1);
         t0    = PMPI_Wtime();
         rc    = perf_loop(e, o, p, &c, iters);
         local = (PMPI_Wtime() - t0) / iters;
+        perf_prof_sampling(0);
         PMPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, e->ctl);
         rc        = perf_agree(e, rc);
         cell.usec = slowest * 1e6;

@@ -321,6 +321,10 @@ int main(int argc, char **argv)
         PMPI_Finalize();
         return 2;
     }
+    if (o.prof != NULL && perf_prof_start() != 0 && e.rank == 0) {
+        fprintf(stderr, "agg_perf: warning: -P %s: no profile on this host (no timer "
+                "signals, or not x86-64)\n", o.prof);
+    }
     perf_setup(&o, &e);
     if (e.have == 0) {
         perf_note("# no path can run: nothing measured\n");
@@ -335,6 +339,10 @@ int main(int argc, char **argv)
         perf_plot(&o, &e, res.rows, res.n);
     }
     failed = res.failed;
+    if (o.prof != NULL && perf_prof_write(o.prof, e.rank) == 0 && e.rank == 0) {
+        fprintf(stderr, "agg_perf: profile in %s.RANK (tools/prof_report.sh %s.*)\n", o.prof,
+                o.prof);
+    }
     PMPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(res.rows);
     perf_teardown(&e);

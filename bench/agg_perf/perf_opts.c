@@ -95,6 +95,8 @@ static void perf_usage(FILE *out)
             "  -R ROUNDS     measure each cell ROUNDS times, the paths taking turns (default 3)\n"
             "  -s STAT       median or min of the rounds (default median)\n"
             "  -g FILE.png   plot time and busbw against size, a line per path (gnuplot)\n"
+            "  -P FILE       sample where the timed loops spend CPU time (every 100 us),\n"
+            "                each rank to FILE.RANK (one path in -p; tools/prof_report.sh)\n"
             "  -T FILE       write the rows as a whitespace-separated data file\n"
             "  -h            this text\n",
             PERF_ITERS_MIN, PERF_ITERS_MAX, PERF_WARMUP_MIN, PERF_WARMUP_MAX, PERF_DEPTH_MAX);
@@ -249,6 +251,9 @@ static int perf_parse_name_opt(int c, const char *arg, perf_opts_t *o)
     case 'T':
         o->table = arg;
         return 0;
+    case 'P':
+        o->prof = arg;
+        return 0;
     default:
         return 1;
     }
@@ -281,7 +286,7 @@ int perf_parse_args(int argc, char **argv, int nranks, perf_opts_t *o)
                        .type = &perf_types[PERF_TYPE_FLOAT], .op = PERF_SUM,
                        .colls = 1u << AGG_COLL_ALLREDUCE, .paths = (1u << PERF_PATH__COUNT) - 1};
     opterr = 0;
-    while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:o:d:z:W:r:C:p:R:s:g:T:h")) != -1) {
+    while ((c = getopt(argc, argv, "b:e:f:i:n:w:c:o:d:z:W:r:C:p:R:s:g:T:P:h")) != -1) {
         if (c == 'h') {
             if (perf_rank == 0) {
                 perf_usage(stdout);
