@@ -144,6 +144,7 @@ static void agg__request_plan(agg_request_t *req)
         req->src_hi = req->total;
         req->dst_lo = lo;
         req->dst_hi = lo + len;
+        req->block  = sp->counts == NULL ? len : 0;
         break;
     case AGG_COLL_ALLGATHER:
         agg__blocks(req->comm, sp, &req->total, &lo, &len);

@@ -251,8 +251,9 @@ struct agg_request {
     uint8_t           *dst;
     size_t             esize;
     size_t             per_frag;
-    size_t             block;     /* allgather, blocks alike: one member's elements, whose
-                                     fragments go in turns (agg__request_route) */
+    size_t             block;     /* reduce-scatter, allgather, blocks alike: one member's
+                                     elements, whose fragments go in turns
+                                     (agg__request_route) */
     size_t             turns;     /* fragments per block taken in turns; 0: in vector order */
     size_t             nfrags;
     size_t             assigned;

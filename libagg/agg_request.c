@@ -154,11 +154,12 @@ void agg__request_abandon(agg_request_t *req, agg_status_t why)
 }
 
 /*
- * Which group a request's fragments go to, and how big they are. An
- * allgather of blocks alike takes its members' blocks in turns, a fragment
- * of each (member 0's first, member 1's first, ..., member 0's second...):
- * in vector order the member whose block is being gathered copies in while
- * the others only wait to copy out, block after block; in turns every
+ * Which group a request's fragments go to, and how big they are. A
+ * reduce-scatter or allgather of blocks alike takes its members' blocks in
+ * turns, a fragment of each (member 0's first, member 1's first, ...,
+ * member 0's second...): in vector order the member whose block is being
+ * gathered copies in while the others only wait to copy out (or, for a
+ * reduce-scatter, only it copies out), block after block; in turns every
  * member does its share at once. Staged device buffers keep vector order
  * (their chunks are staged in it).
  */
