@@ -152,6 +152,7 @@ static void agg__request_plan(agg_request_t *req)
         req->src_hi = lo + len;
         req->dst_hi = req->total;
         req->block  = sp->counts == NULL ? len : 0;
+        req->own_there = req->src != NULL && req->src == req->dst + lo * req->esize;
         break;
     default:
         break;

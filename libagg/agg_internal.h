@@ -255,6 +255,8 @@ struct agg_request {
                                      elements, whose fragments go in turns
                                      (agg__request_route) */
     size_t             turns;     /* fragments per block taken in turns; 0: in vector order */
+    int                own_there; /* allgather in place: this member's block is in rbuf at
+                                     its place, so a fragment of it alone is not copied out */
     size_t             nfrags;
     size_t             assigned;
     size_t             done;

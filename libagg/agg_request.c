@@ -115,6 +115,9 @@ static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
     }
     lo = off > req->dst_lo ? off : req->dst_lo;
     hi = off + k < req->dst_hi ? off + k : req->dst_hi;
+    if (req->own_there && req->stage.gd == NULL && off >= req->src_lo && off + k <= req->src_hi) {
+        return; /* a fragment of this member's own block, in place: there already */
+    }
     if (lo < hi) {
         e->f.dst     = agg__stage_dst(req, lo);
         e->f.dst_off = (uint32_t)(lo - off);
