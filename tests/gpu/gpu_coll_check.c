@@ -14,7 +14,8 @@
  *   registration, and float32 sums on NDEV devices (default 1) in turn
  *   over three communicators, the device switched between calls.
  * -m mpi: MPI_Allreduce (and in place), MPI_Iallreduce, MPI_Reduce,
- *   MPI_Reduce_scatter_block, MPI_Bcast and MPI_Allgather on device
+ *   MPI_Reduce_scatter_block, MPI_Reduce_scatter (counts that differ),
+ *   MPI_Bcast, MPI_Allgather and MPI_Allgatherv on device
  *   buffers, against the same PMPI_ calls on host copies of the inputs
  *   (PMPI_ bypasses the shim, so the expected values are Open MPI's own).
  *   -H RANK: that rank's buffers are host memory, the others' device
@@ -810,6 +811,24 @@ static void mpi_reductions(int dtype, int op, size_t count, int root, uint8_t *i
         copy_sync(got, drecv, bytes);
         verify("MPI_Reduce_scatter_block", label, dtype, got, want, count);
     }
+
+    /* counts that differ (odd ranks one short): the blocks of one vector */
+    {
+        int *counts = xmalloc((size_t)size * sizeof(int)), m;
+        size_t mine = count - (size_t)(rank % 2), esize = agg_dtype_size(dtype);
+
+        for (m = 0; m < size; ++m) {
+            counts[m] = n - m % 2;
+        }
+        PMPI_Reduce_scatter(in, want, counts, dt, mop, MPI_COMM_WORLD);
+        poison(drecv, bytes);
+        if (mpi_ok(MPI_Reduce_scatter(dsend, drecv, counts, dt, mop, MPI_COMM_WORLD),
+                   "MPI_Reduce_scatter", label)) {
+            copy_sync(got, drecv, mine * esize);
+            verify("MPI_Reduce_scatter", label, dtype, got, want, mine);
+        }
+        free(counts);
+    }
 }
 
 /* The collectives that move data without an op, for one type and count. */
@@ -843,6 +862,29 @@ static void mpi_moves(int dtype, size_t count, int root, uint8_t *in, uint8_t *w
                label)) {
         copy_sync(got, drecv, bytes * (size_t)size);
         verify("MPI_Allgather", label, dtype, got, want, count * (size_t)size);
+    }
+
+    /* odd ranks one short, placed in reverse rank order */
+    {
+        int *counts = xmalloc((size_t)size * sizeof(int));
+        int *displs = xmalloc((size_t)size * sizeof(int)), m, at = 0;
+        size_t all;
+
+        for (m = size - 1; m >= 0; --m) {
+            counts[m] = n - m % 2;
+            displs[m] = at;
+            at += counts[m];
+        }
+        all = (size_t)at * agg_dtype_size(dtype);
+        PMPI_Allgatherv(in, counts[rank], dt, want, counts, displs, dt, MPI_COMM_WORLD);
+        poison(drecv, all > 0 ? all : 1);
+        if (mpi_ok(MPI_Allgatherv(dsend, counts[rank], dt, drecv, counts, displs, dt,
+                                  MPI_COMM_WORLD), "MPI_Allgatherv", label)) {
+            copy_sync(got, drecv, all);
+            verify("MPI_Allgatherv", label, dtype, got, want, (size_t)at);
+        }
+        free(counts);
+        free(displs);
     }
 }
 
