@@ -14,8 +14,9 @@
  *   registration, and float32 sums on NDEV devices (default 1) in turn
  *   over three communicators, the device switched between calls.
  * -m mpi: MPI_Allreduce (and in place), MPI_Iallreduce, MPI_Reduce,
- *   MPI_Reduce_scatter_block, MPI_Reduce_scatter (counts that differ),
- *   MPI_Bcast, MPI_Allgather and MPI_Allgatherv on device
+ *   MPI_Reduce_scatter_block and its non-blocking form, MPI_Reduce_scatter
+ *   (counts that differ), MPI_Bcast, MPI_Allgather, MPI_Iallgather and
+ *   MPI_Allgatherv on device
  *   buffers, against the same PMPI_ calls on host copies of the inputs
  *   (PMPI_ bypasses the shim, so the expected values are Open MPI's own).
  *   -H RANK: that rank's buffers are host memory, the others' device
@@ -811,6 +812,15 @@ static void mpi_reductions(int dtype, int op, size_t count, int root, uint8_t *i
         copy_sync(got, drecv, bytes);
         verify("MPI_Reduce_scatter_block", label, dtype, got, want, count);
     }
+    poison(drecv, bytes);
+    rc = MPI_Ireduce_scatter_block(dsend, drecv, n, dt, mop, MPI_COMM_WORLD, &req);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    if (mpi_ok(rc, "MPI_Ireduce_scatter_block", label)) {
+        copy_sync(got, drecv, bytes);
+        verify("MPI_Ireduce_scatter_block", label, dtype, got, want, count);
+    }
 
     /* counts that differ (odd ranks one short): the blocks of one vector */
     {
@@ -838,7 +848,8 @@ static void mpi_moves(int dtype, size_t count, int root, uint8_t *in, uint8_t *w
     const char *tname;
     MPI_Datatype dt = mpi_type(dtype, &tname);
     size_t bytes = count * agg_dtype_size(dtype);
-    int n = (int)count;
+    int n = (int)count, rc;
+    MPI_Request req;
     char label[96];
 
     snprintf(label, sizeof(label), "%s count %zu", tname, count);
@@ -862,6 +873,15 @@ static void mpi_moves(int dtype, size_t count, int root, uint8_t *in, uint8_t *w
                label)) {
         copy_sync(got, drecv, bytes * (size_t)size);
         verify("MPI_Allgather", label, dtype, got, want, count * (size_t)size);
+    }
+    poison(drecv, bytes * (size_t)size);
+    rc = MPI_Iallgather(dsend, n, dt, drecv, n, dt, MPI_COMM_WORLD, &req);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    if (mpi_ok(rc, "MPI_Iallgather", label)) {
+        copy_sync(got, drecv, bytes * (size_t)size);
+        verify("MPI_Iallgather", label, dtype, got, want, count * (size_t)size);
     }
 
     /* odd ranks one short, placed in reverse rank order */
