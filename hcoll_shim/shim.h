@@ -18,6 +18,7 @@ typedef enum shim_path {
     SHIM_PATH_RING, /* host: ring */
     SHIM_PATH_GPU_RING, /* host: ring, device buffers reduced on the device */
     SHIM_PATH_MPI,  /* Open MPI's own (PMPI_) */
+    SHIM_PATH_FAILED, /* forced (HCOLL_ENABLE_SHARP >= 3) and no network: an MPI error */
     SHIM_PATH__COUNT
 } shim_path_t;
 
@@ -80,11 +81,15 @@ typedef enum shim_comm_state {
     SHIM_COMM_READY = 1, /* offloaded */
     SHIM_COMM_HOST  = 2, /* decided: host path for this communicator (why says why) */
     SHIM_COMM_LATER = 3, /* host path until the group is made (lazy allocation) */
+    SHIM_COMM_FAILED = 4, /* forced (HCOLL_ENABLE_SHARP >= 3) and no group: its collectives
+                             that the network would take fail */
 } shim_comm_state_t;
 
 typedef struct shim_comm {
     shim_comm_state_t state;
     shim_why_t        why;   /* state != READY: the reason */
+    agg_status_t      fail;  /* FAILED: why the group was not made */
+    int               fail_said; /* the error was logged for this communicator */
     int               inter; /* an intercommunicator: everything to MPI */
     int               rank;
     int               size;
@@ -177,6 +182,7 @@ typedef enum shim_route {
     SHIM_ROUTE_NET,  /* the aggregation tree (directly or through node leaders) */
     SHIM_ROUTE_HOST, /* the shim's host algorithms (blocking allreduce); MPI for the others */
     SHIM_ROUTE_MPI,  /* Open MPI untouched */
+    SHIM_ROUTE_FAIL, /* forced, and the network cannot have it: an MPI error (shim_call_fail) */
 } shim_route_t;
 
 /*
@@ -209,6 +215,7 @@ typedef struct shim_call {
     shim_comm_t    *sc;      /* NULL: no state (the shim makes it for blocking calls only) */
     shim_route_t    route;
     shim_why_t      why;     /* counted with the path that runs it */
+    agg_status_t    fail;    /* ROUTE_FAIL after the network failed the call: its status */
     long long       bytes;   /* bcast: the data's bytes; allgather: this rank's block's */
     long long       total;   /* reduce-scatter: the elements of every block; allgather: the
                                 bytes of every block */
@@ -240,6 +247,24 @@ extern const shim_call_path_ops_t shim_path_stage;    /* device buffers through 
 extern const shim_call_path_ops_t shim_path_leaders;  /* node leaders (shim_hier.c) */
 extern const shim_call_path_ops_t shim_path_host;     /* host algorithms (shim_allreduce.c) */
 extern const shim_call_path_ops_t shim_path_mpi;      /* Open MPI's (shim_call.c) */
+
+/*
+ * Whether HCOLL_ENABLE_SHARP forces coll into the network on every
+ * communicator (3: every collective it offloads but barrier; 4: barrier too):
+ * where the network cannot have it, the call fails instead of running on the
+ * host.
+ */
+static inline int shim_forced(agg_coll_type_t coll)
+{
+    return shim.level >= 3 && (coll != AGG_COLL_BARRIER || shim.level >= 4);
+}
+
+/*
+ * A forced call the network cannot take (shim_forced): counted, said once
+ * per communicator, and MPI_ERR_OTHER through the communicator's error
+ * handler (every member fails it alike).
+ */
+int shim_call_fail(shim_call_t *c);
 
 /* Runs an intercepted collective (its entry point filled coll to request). */
 int shim_call(shim_call_t *c);

@@ -88,10 +88,14 @@ int shim_allreduce_net(shim_call_t *c)
         PMPI_Comm_call_errhandler(c->comm, MPI_ERR_INTERN);
         return MPI_ERR_INTERN;
     }
-    agg_warn("allreduce failed in the network (%s); completing it on the host",
-             agg_strerror(st));
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_HOST;
+    c->fail  = st;
+    if (shim_forced(c->coll) && st != AGG_ERR_INVALID_PARAM && st != AGG_ERR_NOT_SUPPORTED) {
+        return shim_call_fail(c);
+    }
+    agg_warn("allreduce failed in the network (%s); completing it on the host",
+             agg_strerror(st));
     return SHIM_CALL_NEXT;
 }
 

@@ -123,6 +123,10 @@ static void shim_route_comm(shim_call_t *c, shim_route_t not_net)
     } else {
         c->why   = shim_comm_why(sc, c->coll);
         c->route = c->why == SHIM_WHY_NONE ? SHIM_ROUTE_NET : not_net;
+        if (sc->state == SHIM_COMM_FAILED && shim_forced(c->coll)) {
+            c->route = SHIM_ROUTE_FAIL;
+            c->fail  = sc->fail;
+        }
     }
 }
 
@@ -378,7 +382,30 @@ int shim_call(shim_call_t *c)
     c->smem = shim_gpu_mem(c->sbuf);
     c->rmem = shim_gpu_mem(c->rbuf);
     shim_route(c);
-    return shim_call_walk(c);
+    return c->route == SHIM_ROUTE_FAIL ? shim_call_fail(c) : shim_call_walk(c);
+}
+
+int shim_call_fail(shim_call_t *c)
+{
+    shim_comm_t *sc = c->sc;
+
+    c->route = SHIM_ROUTE_FAIL;
+    shim_count(c->fn, SHIM_PATH_FAILED, c->why);
+    if (sc != NULL && !__atomic_exchange_n(&sc->fail_said, 1, __ATOMIC_RELAXED) &&
+        sc->rank == 0) {
+        agg_error("HCOLL_ENABLE_SHARP=%d forces collectives into the network, but %s on a "
+                  "communicator of %d ranks cannot have it: %s (%s); it fails with "
+                  "MPI_ERR_OTHER, as will the others there (HCOLL_ENABLE_SHARP=1 or 2 runs "
+                  "them on the host)", shim.level, shim_fn_name(c->fn), sc->size,
+                  sc->state == SHIM_COMM_FAILED ? "the communicator has no group on the tree"
+                                                : "the call failed in the network",
+                  agg_strerror(c->fail));
+    }
+    if (c->request != NULL) {
+        *c->request = MPI_REQUEST_NULL;
+    }
+    PMPI_Comm_call_errhandler(c->comm, MPI_ERR_OTHER);
+    return MPI_ERR_OTHER;
 }
 
 /* ---- the entry points -------------------------------------------------- */

@@ -64,15 +64,25 @@ static agg_status_t shim_net_block(shim_call_t *c)
     st = st == AGG_OK ? shim_net_wait(c->fn, req) : st;
     if (st != AGG_OK) {
         agg_warn("%s failed in the network (%s)", agg_coll_name(c->coll), agg_strerror(st));
+        c->fail = st;
     }
     return st;
 }
 
-/* The walk goes on: the next path redoes the call from its intact input. */
+/*
+ * The walk goes on: the next path redoes the call from its intact input;
+ * unless HCOLL_ENABLE_SHARP forces the call into the network and the
+ * network failed it (not its arguments, which are MPI's to judge): then it
+ * is an error.
+ */
 static int shim_net_failed(shim_call_t *c)
 {
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_HOST;
+    if (shim_forced(c->coll) && c->fail != AGG_ERR_INVALID_PARAM &&
+        c->fail != AGG_ERR_NOT_SUPPORTED) {
+        return shim_call_fail(c);
+    }
     return SHIM_CALL_NEXT;
 }
 
@@ -327,7 +337,11 @@ static int shim_net_start(shim_call_t *c)
     } else if (c->coll == AGG_COLL_ALLGATHER) {
         shim_allgather_prepare(c, shim_ibuf_or_abort, &pack);
     }
-    if (shim_net_post(c, &req) != AGG_OK) {
+    c->fail = shim_net_post(c, &req);
+    if (c->fail != AGG_OK) {
+        if (pack.ubuf != NULL) {
+            PMPI_Type_free(&pack.utype);
+        }
         free(pack.buf);
         return shim_net_failed(c);
     }

@@ -57,11 +57,14 @@ static void shim_comm_group_made(shim_comm_t *sc, agg_status_t st)
         sc->why   = SHIM_WHY_NONE;
         return;
     }
-    sc->state = SHIM_COMM_HOST;
+    sc->state = shim.level >= 3 ? SHIM_COMM_FAILED : SHIM_COMM_HOST;
     sc->agg   = NULL;
+    sc->fail  = st;
     sc->why   = st == AGG_ERR_QUOTA || st == AGG_ERR_NO_RESOURCE ? SHIM_WHY_RESOURCES
                                                                   : SHIM_WHY_NETWORK_ERROR;
-    shim_comm_say(sc, agg_strerror(st));
+    if (sc->state == SHIM_COMM_HOST) {
+        shim_comm_say(sc, agg_strerror(st));
+    }
 }
 
 /* Makes the communicator's group on the tree; collective over comm. */
@@ -76,8 +79,6 @@ static void shim_comm_make_group(shim_comm_t *sc, MPI_Comm comm)
         shim_comm_group_made(sc, shim_hier_group(sc));
         return;
     }
-    sc->state   = SHIM_COMM_HOST;
-    sc->why     = SHIM_WHY_RESOURCES;
     ranks       = malloc((size_t)sc->size * sizeof(int));
     world_ranks = malloc((size_t)sc->size * sizeof(int));
     ok          = ranks != NULL && world_ranks != NULL;
@@ -86,7 +87,7 @@ static void shim_comm_make_group(shim_comm_t *sc, MPI_Comm comm)
     if (!ok) {
         free(ranks);
         free(world_ranks);
-        shim_comm_say(sc, "out of memory");
+        shim_comm_group_made(sc, AGG_ERR_NO_MEMORY);
         return;
     }
     for (i = 0; i < sc->size; ++i) {

@@ -93,6 +93,15 @@ static void shim_settings(void)
     int ok = agg_conf_load(&conf, NULL, environ, err, sizeof(err)) == AGG_OK;
 
     if (!ok) {
+        const char *forced = getenv("HCOLL_ENABLE_SHARP");
+
+        /* force means force: settings that cannot be read are no reason to run on the host */
+        if (forced != NULL && atoi(forced) >= 2) {
+            fprintf(stderr, "hcoll_shim: rank %d: %s; HCOLL_ENABLE_SHARP=%s requires in-network "
+                    "aggregation with these settings: stopping\n", shim.world_rank, err, forced);
+            fflush(stderr);
+            PMPI_Abort(MPI_COMM_WORLD, 1);
+        }
         fprintf(stderr, "hcoll_shim: rank %d: %s; offload disabled\n", shim.world_rank, err);
     } else {
         agg_log_set_level((int)agg_conf_int(&conf, AGG_CONF_LOG_LEVEL));

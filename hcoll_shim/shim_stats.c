@@ -3,10 +3,11 @@
  * MPI_Finalize, one line per MPI function the program called:
  *
  *   agg_stats: allreduce calls=N llt=N sat=N recursive_doubling=N
- *              rabenseifner=N ring=N gpu_ring=N mpi=N[ why: <reason>=N ...]
+ *              rabenseifner=N ring=N gpu_ring=N mpi=N failed=N[ why: <reason>=N ...]
  *
  * (one line; "iallreduce", "allgatherv", "reduce_scatter_block"...: the
- * function's name without MPI_). The paths add up to calls; the reasons
+ * function's name without MPI_; failed: forced into the network, which could
+ * not have it: an MPI error). The paths add up to calls; the reasons
  * count the calls that were not offloaded (and SAT calls the SAT lock sent
  * to the LLT). These are rank 0's counts: every member of a communicator
  * takes the same path.
@@ -18,7 +19,7 @@
 static const char *const shim_path_names[SHIM_PATH__COUNT] = {
     [SHIM_PATH_LLT] = "llt", [SHIM_PATH_SAT] = "sat", [SHIM_PATH_RD] = "recursive_doubling",
     [SHIM_PATH_RAB] = "rabenseifner", [SHIM_PATH_RING] = "ring", [SHIM_PATH_GPU_RING] = "gpu_ring",
-    [SHIM_PATH_MPI] = "mpi",
+    [SHIM_PATH_MPI] = "mpi", [SHIM_PATH_FAILED] = "failed",
 };
 
 static const char *const shim_fn_names[SHIM_FN__COUNT] = {
