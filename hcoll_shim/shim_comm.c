@@ -145,6 +145,10 @@ static shim_comm_t *shim_comm_new(MPI_Comm comm)
     }
     if (shim.ctx == NULL) {
         sc->why = shim.off_why;
+    } else if (sc->size == 1) {
+        /* nobody to reduce with: a copy at most, whatever HCOLL_ENABLE_SHARP forces;
+           a group would only spend the job's quota */
+        sc->why = SHIM_WHY_COMM_SMALL;
     } else if (shim.level <= 2 && sc->size < shim.np) {
         sc->why = SHIM_WHY_COMM_SMALL;
         if (sc->rank == 0) {
@@ -197,11 +201,10 @@ void shim_comm_created(MPI_Comm comm)
      * SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD=0: its group now,
      * while every member is here making it; a non-blocking collective never
      * sets one up (it must not wait for the others), so one on a new
-     * communicator is offloaded too. Not for a communicator of one rank
-     * (the halves a program splits to make an intercommunicator, say): it
-     * has nobody to reduce with, and would spend the job's group quota.
+     * communicator is offloaded too (a communicator of one rank never gets
+     * one: shim_comm_new).
      */
-    if (sc != NULL && sc->state == SHIM_COMM_LATER && shim.lazy == 0 && sc->size > 1) {
+    if (sc != NULL && sc->state == SHIM_COMM_LATER && shim.lazy == 0) {
         shim_comm_make_group(sc, comm);
     }
 }

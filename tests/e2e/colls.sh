@@ -63,7 +63,7 @@ run() {
 check_stats() {
     local out=$TMP/$1.out
     grep -q "^agg_stats: " "$out" || { cat "$out"; fail "$1: no agg_stats lines with AGG_STATS=1"; }
-    grep "^agg_stats: " "$out" | grep -vE '^agg_stats: i?(allreduce|reduce|bcast|barrier|reduce_scatter_block|reduce_scatter|allgather|allgatherv) calls=[0-9]+ llt=[0-9]+ sat=[0-9]+ recursive_doubling=[0-9]+ rabenseifner=[0-9]+ ring=[0-9]+ gpu_ring=[0-9]+ mpi=[0-9]+( why:( [a-z_]+=[0-9]+)+)?$' &&
+    grep "^agg_stats: " "$out" | grep -vE '^agg_stats: i?(allreduce|reduce|bcast|barrier|reduce_scatter_block|reduce_scatter|allgather|allgatherv) calls=[0-9]+ llt=[0-9]+ sat=[0-9]+ recursive_doubling=[0-9]+ rabenseifner=[0-9]+ ring=[0-9]+ gpu_ring=[0-9]+ mpi=[0-9]+ failed=[0-9]+( why:( [a-z_]+=[0-9]+)+)?$' &&
         fail "$1: agg_stats lines not in the documented format (above)"
     awk '/^agg_stats: / {
             calls = -1; sum = 0; why = 0

@@ -2,7 +2,8 @@
 # Fortran programs through the shim: Open MPI's Fortran bindings call its
 # PMPI_ functions directly, so the shim takes their entry points; through
 # mpif.h, the mpi module and mpi_f08 every collective of the program must be
-# offloaded (AGG_STATS: llt = calls) and right.
+# offloaded (AGG_STATS: llt = calls) and right, at 4 ranks (so that the
+# halves a program splits have 2: a communicator of one rank gets no group).
 . "$(dirname "$0")/lib.sh"
 
 ran=0
@@ -11,7 +12,7 @@ for b in fh mod f08; do
     [ -x "$prog" ] || continue
     ran=$((ran + 1))
     out=$TMP/$b.out
-    "$BIN/aggrun" -- "${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=4 \
+    "$BIN/aggrun" -- "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=4 \
         -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$prog" >"$out" 2>&1 ||
         { cat "$out"; fail "fortran_offload_$b failed"; }
     expect_clean "$out" "fortran_offload_$b" "fortran_offload_$b: wrong results"
