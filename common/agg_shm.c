@@ -1,8 +1,12 @@
 #include "agg/shm.h"
 #include "agg/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
@@ -78,6 +82,39 @@ void agg_shm_detach(void *addr, size_t size)
 void agg_shm_unlink(const char *name)
 {
     shm_unlink(name);
+}
+
+int agg_shm_sweep(void)
+{
+    struct dirent *e;
+    DIR *d = opendir("/dev/shm");
+    char name[300];
+    int n = 0;
+
+    if (d == NULL) {
+        return 0;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid;
+
+        if (strncmp(e->d_name, "agg-", 4) != 0) {
+            continue;
+        }
+        pid = strtol(e->d_name + 4, &end, 10);
+        if (end == e->d_name + 4 || *end != '-' || pid <= 0 || pid > INT_MAX) {
+            continue; /* not a name of ours */
+        }
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
+            continue; /* its process lives (EPERM: it exists, another user's) */
+        }
+        snprintf(name, sizeof(name), "/%s", e->d_name);
+        if (shm_unlink(name) == 0) {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
 }
 
 agg_status_t agg_futex_wait(uint32_t *addr, uint32_t val, int timeout_ms)

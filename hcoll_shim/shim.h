@@ -90,6 +90,7 @@ typedef struct shim_comm {
     shim_why_t        why;   /* state != READY: the reason */
     agg_status_t      fail;  /* FAILED: why the group was not made */
     int               fail_said; /* the error was logged for this communicator */
+    unsigned long     net_failures; /* calls the network failed here (the first is logged) */
     int               inter; /* an intercommunicator: everything to MPI */
     int               rank;
     int               size;
@@ -265,6 +266,13 @@ static inline int shim_forced(agg_coll_type_t coll)
  * handler (every member fails it alike).
  */
 int shim_call_fail(shim_call_t *c);
+
+/*
+ * A call the network failed on sc: the first on a communicator is a
+ * warning (what failed, and what happens now), the others are counted in
+ * AGG_STATS and logged at debug level only.
+ */
+void shim_net_warn(shim_comm_t *sc, const shim_call_t *c, agg_status_t st, const char *then);
 
 /* Runs an intercepted collective (its entry point filled coll to request). */
 int shim_call(shim_call_t *c);

@@ -94,8 +94,7 @@ int shim_allreduce_net(shim_call_t *c)
     if (shim_forced(c->coll) && st != AGG_ERR_INVALID_PARAM && st != AGG_ERR_NOT_SUPPORTED) {
         return shim_call_fail(c);
     }
-    agg_warn("allreduce failed in the network (%s); completing it on the host",
-             agg_strerror(st));
+    shim_net_warn(c->sc, c, st, "completed on the host");
     return SHIM_CALL_NEXT;
 }
 

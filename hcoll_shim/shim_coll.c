@@ -63,7 +63,7 @@ static agg_status_t shim_net_block(shim_call_t *c)
 
     st = st == AGG_OK ? shim_net_wait(c->fn, req) : st;
     if (st != AGG_OK) {
-        agg_warn("%s failed in the network (%s)", agg_coll_name(c->coll), agg_strerror(st));
+        shim_net_warn(c->sc, c, st, shim_forced(c->coll) ? "an error" : "redone off the tree");
         c->fail = st;
     }
     return st;

@@ -10,16 +10,33 @@
  * staged in the member's channel (or, for a SAT chunk with zero copy, only
  * described: switchsim reads it from this process and writes the result
  * back) and switchsim's threads do the rest.
+ *
+ * switchsim is the aggregation nodes: when its process is gone (killed, it
+ * could not mark the segment dead itself) the group is gone, whoever does
+ * the work. A member that waits for a result looks at most every
+ * AGG__SHM_ALIVE_MS whether switchsim still lives (a pidfd where the kernel
+ * has them, else kill(pid, 0)); the first to see it gone marks the segment
+ * dead for every member, wakes them and unlinks the segment names. Members
+ * must agree on each fragment: with staged fragments only switchsim
+ * publishes results, so one it did not publish fails on every member; with
+ * rank progress the members complete the nodes themselves, so a fragment
+ * is only failed through the tree (pushed with a failure status once the
+ * segment is dead), never by one member on its own.
  */
 #include "agg_internal.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agg/log.h"
 #include "agg/shm.h"
+#include "agg/sock.h"
 #include "agg/wait.h"
 
 typedef struct agg__tl_shm {
@@ -37,7 +54,65 @@ typedef struct agg__tl_shm {
     agg_dp_driver_t  drv;
     agg_wait_t       wait;
     int              coll_timeout_ms;
+    /* switchsim's liveness */
+    pid_t            sim_pid;
+    int              sim_fd;       /* its pidfd, or -1 */
+    uint64_t         alive_next_ns; /* when to look again */
+    char             names[2][64]; /* the segment and host segment, unlinked when it is gone */
 } agg__tl_shm_t;
+
+#define AGG__SHM_ALIVE_MS 20
+
+/* A pidfd for switchsim's process where the kernel has them (no reuse of the pid to fool us). */
+static int agg__tl_shm_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+static int agg__tl_shm_sim_gone(const agg__tl_shm_t *t)
+{
+    struct pollfd p = {.fd = t->sim_fd, .events = POLLIN};
+
+    if (t->sim_fd >= 0) {
+        return poll(&p, 1, 0) > 0; /* readable once the process has exited */
+    }
+    return t->sim_pid > 0 && kill(t->sim_pid, 0) != 0 && errno == ESRCH;
+}
+
+/*
+ * Whether the group is dead: marked so, or its switchsim found gone now
+ * (looked at no more often than every AGG__SHM_ALIVE_MS).
+ */
+static int agg__tl_shm_dead(agg__tl_shm_t *t)
+{
+    uint64_t now;
+
+    if (__atomic_load_n(&t->seg->dead, __ATOMIC_ACQUIRE)) {
+        return 1;
+    }
+    now = agg_time_ns();
+    if (now < t->alive_next_ns) {
+        return 0;
+    }
+    t->alive_next_ns = now + AGG__SHM_ALIVE_MS * 1000000ull;
+    if (!agg__tl_shm_sim_gone(t)) {
+        return 0;
+    }
+    if (__atomic_exchange_n(&t->seg->dead, 1, __ATOMIC_ACQ_REL) == 0) {
+        agg_error("group %u: its switchsim (pid %d) is gone: the calls in flight fail, and "
+                  "the group with them", t->seg->group_id, (int)t->sim_pid);
+        agg_shm_unlink(t->names[0]);
+        agg_shm_unlink(t->names[1]);
+    }
+    __atomic_fetch_add(&t->seg->result_gen, 1, __ATOMIC_SEQ_CST);
+    agg_dp_wake_members(t->seg);
+    return 1;
+}
 
 /* May switchsim (another process of ours) read and write our memory? */
 static int agg__tl_shm_cma_ok(const agg_dp_host_t *host)
@@ -119,6 +194,10 @@ static agg_status_t agg__tl_shm_attach(agg_context_t *ctx, const agg__tree_info_
     t->drv.ctr         = &agg_dp_chan(t->seg, t->member)->drv;
     t->coll_timeout_ms = ctx->alike.coll_timeout_ms;
     t->pid             = (uint32_t)getpid();
+    t->sim_pid         = (pid_t)t->host->pid;
+    t->sim_fd          = agg__tl_shm_pidfd(t->sim_pid);
+    snprintf(t->names[0], sizeof(t->names[0]), "%s", seg_name);
+    snprintf(t->names[1], sizeof(t->names[1]), "%s", host_name);
     agg_wait_init(&t->wait, ctx->spin_count);
     if (ctx->progress != NULL) {
         t->wait.slice_ms = 1; /* the caller's progress engine runs between sleeps */
@@ -150,6 +229,9 @@ static void agg__tl_shm_detach(void *tlp)
     if (t != NULL) {
         agg_shm_detach(t->seg, t->view.size);
         agg_shm_detach(t->host, t->host_size);
+        if (t->sim_fd >= 0) {
+            close(t->sim_fd);
+        }
         free(t);
     }
 }
@@ -207,11 +289,17 @@ static agg_status_t agg__tl_shm_post(void *tlp, const agg_tl_frag_t *f)
     agg_dp_contrib_t c;
     agg_status_t st;
 
-    if (__atomic_load_n(&t->seg->dead, __ATOMIC_ACQUIRE)) {
-        return AGG_OK; /* taken, to fail at complete(): the group is gone */
-    }
     agg__tl_shm_contrib(f, &c);
-    if (t->staged) {
+    if (__atomic_load_n(&t->seg->dead, __ATOMIC_ACQUIRE)) {
+        if (t->staged) {
+            return AGG_OK; /* taken, to fail at complete(): nobody moves it any more */
+        }
+        /* the ranks still complete the nodes: the fragment goes through them failing, so
+           that every member sees the same outcome for it (one member's data may be in) */
+        c.status = AGG_ERR_SHUTDOWN;
+        c.empty  = 1;
+        c.data   = NULL;
+    } else if (t->staged) {
         agg__tl_shm_stage(t, f);
         return AGG_OK;
     }
@@ -239,8 +327,10 @@ static agg_status_t agg__tl_shm_complete(void *tlp, const agg_tl_frag_t *f)
     agg_dp_slot_t *res = agg_dp_result(t->seg, f->n);
 
     if (res == NULL) {
-        return __atomic_load_n(&t->seg->dead, __ATOMIC_ACQUIRE) ? AGG_ERR_SHUTDOWN :
-                                                                   AGG_INPROGRESS;
+        /* staged: switchsim alone publishes results, and a dead one publishes none; with
+           rank progress every member's push still completes the fragment (failing, once
+           they know) and only then is its outcome known to all alike */
+        return agg__tl_shm_dead(t) && t->staged ? AGG_ERR_SHUTDOWN : AGG_INPROGRESS;
     }
     agg_wait_reset(&t->wait);
     if (res->status == AGG_OK && f->dst != NULL && !agg__tl_shm_cma(t, f)) {

@@ -20,11 +20,16 @@
 agg_status_t switchsim_an_init(switchsim_t *sim, const agg_wire_switch_t *sw, uint32_t n)
 {
     uint32_t i;
+    int n_stale;
     agg_status_t st;
 
     sim->ans = calloc(n ? n : 1, sizeof(*sim->ans));
     if (sim->ans == NULL) {
         return AGG_ERR_NO_MEMORY;
+    }
+    n_stale = agg_shm_sweep(); /* what switchsims killed before us left in /dev/shm */
+    if (n_stale > 0) {
+        agg_info("removed %d shared memory segments of switchsims that no longer run", n_stale);
     }
     snprintf(sim->host_name, sizeof(sim->host_name), "/agg-%d-host", (int)getpid());
     agg_shm_unlink(sim->host_name); /* a stale one from a crashed run with our pid */

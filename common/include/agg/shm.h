@@ -18,6 +18,13 @@ void agg_shm_detach(void *addr, size_t size);
 void agg_shm_unlink(const char *name);
 
 /*
+ * Unlinks the segments a switchsim that no longer runs left behind (named
+ * "/agg-PID-...", PID a process that does not exist: killed before it could
+ * unlink them); returns how many.
+ */
+int agg_shm_sweep(void);
+
+/*
  * Sleeps while *addr == val, at most timeout_ms (a process-shared futex).
  * Returns AGG_OK when woken or the value changed, AGG_ERR_TIMEOUT otherwise.
  */

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A switchsim killed (-9) under a running job, the aggregation done by
+# switchsim's threads (AGG_RANK_PROGRESS=0) and by the ranks (1). Its
+# members see it gone within milliseconds (not the 30 s call timeout) and
+# agree on every call: at HCOLL_ENABLE_SHARP=2 the calls from then on run on
+# the host, every result right, the failure said once per rank; at 3 the
+# same call fails on every rank with an error saying why. Its shared memory
+# is gone with the job, and a switchsim started later removes what a killed
+# one left.
+. "$(dirname "$0")/lib.sh"
+
+SECONDS_RUN=3
+for progress in 0 1; do
+    for level in 2 3; do
+        name=p${progress}l$level
+        "$BIN/aggrun" --stats-file "$TMP/$name.stats" -- "${MPIRUN[@]}" -np 2 \
+            -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=$level -x AGG_RANK_PROGRESS=$progress \
+            -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$BIN/fault_loop" $SECONDS_RUN >"$TMP/$name.out" 2>&1 &
+        runner=$!
+        sim=
+        for _ in $(seq 200); do
+            sim=$(pgrep -P $runner -x switchsim || true)
+            [ -n "$sim" ] && grep -q . "/proc/$sim/status" 2>/dev/null && break
+            sleep 0.05
+        done
+        [ -n "$sim" ] || { kill $runner; fail "$name: no switchsim under aggrun"; }
+        sleep 1.5 # calls in flight on the tree by now
+        kill -9 "$sim"
+        rc=0
+        wait $runner || rc=$?
+        out=$TMP/$name.out
+        line=$(grep '^fault_loop: [0-9]* calls' "$out") || { cat "$out"; fail "$name: fault_loop said nothing"; }
+        echo "$name: $line"
+        worst=$(echo "$line" | sed 's/.*worst call \([0-9]*\) ms/\1/')
+        [ "$worst" -lt 5000 ] || fail "$name: a call took $worst ms: the loss was not seen before the timeout"
+        grep -q "is gone" "$out" || { cat "$out"; fail "$name: nobody said the switchsim is gone"; }
+        if [ $level = 2 ]; then
+            [ $rc = 0 ] || { cat "$out"; fail "$name: the job failed ($rc)"; }
+            echo "$line" | grep -q " 0 wrong, 0 errors" || { cat "$out"; fail "$name: wrong results or errors"; }
+            grep -Eq "^agg_stats: allreduce calls=[0-9]+ llt=[1-9][0-9]* .*recursive_doubling=[1-9].* why: .*network_error=[1-9]" \
+                "$out" || { grep agg_stats "$out"; fail "$name: no call counted as redone on the host"; }
+            [ "$(grep -c 'failed in the network' "$out")" -le 2 ] ||
+                fail "$name: the failure logged more than once per rank"
+        else
+            [ $rc = 3 ] || { cat "$out"; fail "$name: expected fault_loop's exit 3 (an MPI error), got $rc"; }
+            calls=$(grep -o 'call [0-9]* returned' "$out" | sort -u | wc -l)
+            [ "$calls" = 1 ] || { cat "$out"; fail "$name: the ranks failed different calls"; }
+            grep -q "HCOLL_ENABLE_SHARP=3 forces collectives into the network, but allreduce on a communicator of 2 ranks cannot have it: the call failed in the network" \
+                "$out" || { cat "$out"; fail "$name: no error saying why"; }
+            echo "$line" | grep -q " 0 wrong" || fail "$name: wrong results"
+        fi
+        ! ls /dev/shm | grep -q "^agg-$sim-" || { ls /dev/shm; fail "$name: the killed switchsim's segments are left"; }
+    done
+done
+
+# what a switchsim killed elsewhere left: a pid that no process has
+dead=4194000
+while kill -0 $dead 2>/dev/null; do dead=$((dead - 1)); done
+: >"/dev/shm/agg-$dead-host"
+"$BIN/aggrun" -- "${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=3 \
+    -x SHARP_COLL_LOG_LEVEL=3 "$BIN/fault_loop" 0.2 >"$TMP/sweep.out" 2>&1 ||
+    { cat "$TMP/sweep.out"; fail "a job after a killed switchsim failed"; }
+[ ! -e "/dev/shm/agg-$dead-host" ] || { rm -f "/dev/shm/agg-$dead-host"; fail "the stale segment was left"; }
+check_clean "$TMP"/*
+echo "PASS"

@@ -1,0 +1,74 @@
+/*
+ * fault_loop: checked allreduces, out of place, of 1 to COUNT int32 for
+ * SECONDS, while the test around it kills or stops a part of the network.
+ * Rank 0 decides when to stop and tells the others every 32 calls through
+ * PMPI_Bcast (the shim never sees it). The communicator returns errors, so
+ * a failed call is seen here. Prints
+ *   fault_loop: N calls, W wrong, E errors, worst call X ms
+ * (over every rank); exits 1 on a wrong element, 3 after an MPI error.
+ *
+ *   fault_loop SECONDS [COUNT]
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(int argc, char **argv)
+{
+    double seconds = argc > 1 ? atof(argv[1]) : 3, t0, t, worst = 0, all_worst;
+    int max_count = argc > 2 ? atoi(argv[2]) : 4096, rank, size, stop = 0, rc = MPI_SUCCESS;
+    long calls = 0, wrong = 0, errors = 0, mine[3], sums[3];
+    int32_t *in, *out;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    max_count = max_count < 1 ? 1 : max_count;
+    in  = malloc((size_t)max_count * sizeof(int32_t));
+    out = malloc((size_t)max_count * sizeof(int32_t));
+    t0  = MPI_Wtime();
+    while (!stop) {
+        int count = (int)(calls * 977 % max_count) + 1, i;
+
+        for (i = 0; i < count; ++i) {
+            in[i] = (rank + 1) * (int32_t)(i % 101 + calls % 7);
+        }
+        t  = MPI_Wtime();
+        rc = MPI_Allreduce(in, out, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        t  = MPI_Wtime() - t;
+        worst = t > worst ? t : worst;
+        calls++;
+        if (rc != MPI_SUCCESS) {
+            char msg[MPI_MAX_ERROR_STRING];
+            int len = 0;
+
+            MPI_Error_string(rc, msg, &len);
+            fprintf(stderr, "fault_loop: rank %d: call %ld returned %d (%s)\n", rank, calls, rc,
+                    msg);
+            errors++;
+            break; /* every member fails the same call */
+        }
+        for (i = 0; i < count; ++i) {
+            wrong += out[i] != size * (size + 1) / 2 * (int32_t)(i % 101 + (calls - 1) % 7);
+        }
+        if (calls % 32 == 0) {
+            stop = rank == 0 && MPI_Wtime() - t0 > seconds;
+            PMPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        }
+    }
+    mine[0] = calls;
+    mine[1] = wrong;
+    mine[2] = errors;
+    PMPI_Reduce(mine, sums, 3, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(&worst, &all_worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("fault_loop: %ld calls, %ld wrong, %ld errors, worst call %.0f ms\n", sums[0],
+               sums[1], sums[2], all_worst * 1e3);
+    }
+    free(in);
+    free(out);
+    MPI_Finalize();
+    return wrong ? 1 : errors ? 3 : 0;
+}
