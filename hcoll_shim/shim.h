@@ -372,6 +372,9 @@ void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
 /* Waits for a started libagg request, counts its path (not for SHIM_FN__COUNT), frees it. */
 agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req);
 
+/* The same, and what agg_request_info said of it once done. */
+agg_status_t shim_net_wait_info(shim_fn_t fn, agg_request_t *req, agg_request_info_t *info);
+
 /* Completes every request of sc still in the network (before sc goes). */
 void shim_requests_finish(shim_comm_t *sc);
 

@@ -54,13 +54,68 @@ static agg_status_t shim_allreduce_frags(shim_comm_t *sc, const agg_reduce_spec_
 }
 
 /*
+ * An in-place allreduce the network failed: rbuf's first `written` elements
+ * hold the result on this member (libagg writes an in-place one in order,
+ * nothing after a failure), the rest its input. Members may differ (a
+ * transport that failed one of them sooner), so they agree: what the member
+ * with the most has is broadcast from it, what none has is reduced on the
+ * host, in place, by the host algorithm for its size. MPI_ERR_INTERN where
+ * some member cannot say (device memory, SAT zero copy, HCOLL_ALLREDUCE_
+ * HYBRID_LB's pieces): its input may be partly overwritten.
+ */
+static int shim_allreduce_recover(shim_call_t *c, size_t written, agg_status_t st)
+{
+    static const shim_path_t paths[SHIM_ALG__COUNT] = {
+        [SHIM_ALG_RECURSIVE_DOUBLING] = SHIM_PATH_RD,
+        [SHIM_ALG_RABENSEIFNER]       = SHIM_PATH_RAB,
+        [SHIM_ALG_RING]               = SHIM_PATH_RING,
+    };
+    shim_comm_t *sc = c->sc;
+    struct {
+        long w;
+        int  rank;
+    } mine = {written == SIZE_MAX ? -1 : (long)written, sc->rank}, most;
+    long least, w = mine.w;
+    size_t esize = agg_dtype_size(c->spec.red.dtype);
+    uint8_t *rbuf = c->rbuf;
+    shim_host_alg_t alg;
+    int rc;
+
+    rc = PMPI_Allreduce(&w, &least, 1, MPI_LONG, MPI_MIN, sc->pcomm);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Allreduce(&mine, &most, 1, MPI_LONG_INT, MPI_MAXLOC, sc->pcomm);
+    }
+    if (rc != MPI_SUCCESS || least < 0) {
+        agg_error("in-place allreduce failed in the network (%s) after writing part of the "
+                  "buffer on some rank; its input cannot be recovered", agg_strerror(st));
+        shim_count(c->fn, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
+        PMPI_Comm_call_errhandler(c->comm, MPI_ERR_INTERN);
+        return MPI_ERR_INTERN;
+    }
+    if (most.w > least) { /* results some have: from the one that has the most */
+        rc = PMPI_Bcast(rbuf + (size_t)least * esize, (int)(most.w - least), c->dtype,
+                        most.rank, sc->pcomm);
+    }
+    alg = shim_host_choose(&sc->tune, ((size_t)c->count - (size_t)most.w) * esize, sc->size);
+    if (rc == MPI_SUCCESS && most.w < c->count) { /* inputs everywhere: reduced on the host */
+        rc = shim_host_allreduce(MPI_IN_PLACE, rbuf + (size_t)most.w * esize,
+                                 c->count - (int)most.w, c->dtype, c->op, sc->pcomm, alg);
+    }
+    shim_count(c->fn, paths[alg], SHIM_WHY_NETWORK_ERROR);
+    agg_debug("in-place allreduce of %d: %ld elements back from the tree, %ld from rank %d, "
+              "the rest on the host", c->count, least, most.w - least, most.rank);
+    return rc;
+}
+
+/*
  * A blocking allreduce in the network; every member sees the same outcome.
  * After a failure the input is intact unless something was posted in
- * place (part of rbuf may hold reduced data: redoing it would be wrong).
+ * place: then shim_allreduce_recover.
  */
 int shim_allreduce_net(shim_call_t *c)
 {
     const agg_reduce_spec_t *spec = &c->spec.red;
+    agg_request_info_t info = {.written = SIZE_MAX};
     agg_request_t *req;
     agg_status_t st;
     size_t posted;
@@ -71,7 +126,7 @@ int shim_allreduce_net(shim_call_t *c)
     } else {
         st     = agg_iallreduce(c->sc->agg, spec, &req);
         posted = st == AGG_OK;
-        st     = posted ? shim_net_wait(SHIM_FN_ALLREDUCE, req) : st;
+        st     = posted ? shim_net_wait_info(c->fn, req, &info) : st;
     }
     if (st == AGG_OK) {
         return MPI_SUCCESS;
@@ -81,16 +136,16 @@ int shim_allreduce_net(shim_call_t *c)
      * the same way; the communicator stays offloaded (none may take another
      * path on its own), and a tree that is gone fails the next calls at once.
      */
+    c->fail = st;
     if (c->sbuf == MPI_IN_PLACE && posted > 0) {
-        agg_error("in-place allreduce failed in the network (%s); cannot recover the "
-                  "input", agg_strerror(st));
-        shim_count(SHIM_FN_ALLREDUCE, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
-        PMPI_Comm_call_errhandler(c->comm, MPI_ERR_INTERN);
-        return MPI_ERR_INTERN;
+        if (shim_forced(c->coll)) {
+            return shim_call_fail(c);
+        }
+        shim_net_warn(c->sc, c, st, "recovered on the host");
+        return shim_allreduce_recover(c, info.written, st);
     }
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_HOST;
-    c->fail  = st;
     if (shim_forced(c->coll) && st != AGG_ERR_INVALID_PARAM && st != AGG_ERR_NOT_SUPPORTED) {
         return shim_call_fail(c);
     }

@@ -100,9 +100,17 @@ static int shim_ireq_cancel(void *extra, int complete)
 agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req)
 {
     agg_request_info_t info;
+
+    return shim_net_wait_info(fn, req, &info);
+}
+
+agg_status_t shim_net_wait_info(shim_fn_t fn, agg_request_t *req, agg_request_info_t *out)
+{
+    agg_request_info_t info;
     agg_status_t st = agg_request_wait(req);
 
     agg_request_info(req, &info);
+    *out = info;
     agg_request_free(req);
     if (st == AGG_OK && fn < SHIM_FN__COUNT) {
         shim_count(fn, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT,

@@ -90,6 +90,8 @@ typedef struct agg_tl_frag {
     uint32_t       dst_off; /*   (dst NULL: nowhere) */
     uint32_t       dst_len;
     agg_mem_type_t dst_mem;
+    uint8_t        at_complete; /* the result lands in dst at complete() and only then, even
+                                   where the transport could land it as it arrives */
 } agg_tl_frag_t;
 
 /* What a transport can do (agg_tl_ops_t.query). */
@@ -257,6 +259,10 @@ struct agg_request {
     size_t             turns;     /* fragments per block taken in turns; 0: in vector order */
     int                own_there; /* allgather in place: this member's block is in rbuf at
                                      its place, so a fragment of it alone is not copied out */
+    int                ordered;   /* in-place allreduce on host memory: results are written in
+                                     fragment order, none after the first failure, so that
+                                     `written` says what of rbuf holds results */
+    size_t             written;   /* ordered: elements of results written from rbuf's start */
     size_t             nfrags;
     size_t             assigned;
     size_t             done;

@@ -123,6 +123,7 @@ static void agg__assign_data(agg__group_t *grp, agg_request_t *req)
         e->f.dst_off = (uint32_t)(lo - off);
         e->f.dst_len = (uint32_t)(hi - lo);
         e->f.dst_mem = AGG_MEM_HOST;
+        e->f.at_complete = (uint8_t)req->ordered;
     }
 }
 
@@ -169,6 +170,10 @@ void agg__request_abandon(agg_request_t *req, agg_status_t why)
 static void agg__request_route(agg_request_t *req, agg__group_t *grp)
 {
     req->grp      = grp;
+    req->written  = 0;
+    req->ordered  = req->coll == AGG_COLL_ALLREDUCE && req->src != NULL &&
+                    req->src == req->dst && req->stage.gd == NULL &&
+                    !(grp == &req->comm->sat && req->comm->ctx->sat_zcopy); /* switchsim writes */
     req->per_frag = grp->payload / req->esize;
     req->nfrags   = (req->total + req->per_frag - 1) / req->per_frag;
     req->turns    = 0;
@@ -291,6 +296,9 @@ static void agg__deliver(agg__group_t *grp, agg__frag_t *e, agg_status_t st)
     if (st != AGG_OK && req->status == AGG_OK && !req->abandoned) {
         req->status = st;
     }
+    if (st == AGG_OK && req->status == AGG_OK && e->f.dst != NULL) {
+        req->written += e->f.dst_len; /* ordered: in order, from rbuf's start */
+    }
     if (++req->done == req->nfrags && req->stage.gd == NULL) {
         agg__request_finish(req); /* a staged one once its results are copied out */
     }
@@ -330,6 +338,9 @@ static unsigned agg__group_progress(agg__group_t *grp)
 
         if (!e->posted) {
             break;
+        }
+        if (e->req != NULL && e->req->ordered && e->req->status != AGG_OK) {
+            e->f.dst = NULL; /* after a failure, nothing more of an ordered request lands */
         }
         st = grp->tl->complete(grp->tl_priv, &e->f);
         if (st == AGG_INPROGRESS) {
@@ -505,6 +516,7 @@ void agg_request_info(const agg_request_t *req, agg_request_info_t *info)
         info->tree      = req->grp == &req->comm->sat ? AGG_AGGR_SAT : AGG_AGGR_LLT;
         info->why_llt   = req->why_llt;
         info->fragments = req->nfrags;
+        info->written   = req->ordered ? req->written : SIZE_MAX;
     }
 }
 

@@ -245,7 +245,8 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
             r->lane      = t->next_lane;
             t->next_lane = (t->next_lane + 1) % t->lanes;
         }
-        if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && f->desc.kind == AGG_DP_KIND_DATA &&
+        if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && !f->at_complete &&
+            f->desc.kind == AGG_DP_KIND_DATA &&
             f->dst_off == 0 && f->dst_len == f->desc.count && f->desc.count > 0) {
             r->direct       = f->dst;
             r->direct_bytes = (size_t)f->desc.count * esize;

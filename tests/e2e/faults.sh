@@ -3,19 +3,22 @@
 # switchsim's threads (AGG_RANK_PROGRESS=0) and by the ranks (1). Its
 # members see it gone within milliseconds (not the 30 s call timeout) and
 # agree on every call: at HCOLL_ENABLE_SHARP=2 the calls from then on run on
-# the host, every result right, the failure said once per rank; at 3 the
-# same call fails on every rank with an error saying why. Its shared memory
+# the host, every result right, the failure said once per rank (in place
+# too: what came back from the tree is kept, the rest redone on the host);
+# at 3 the same call fails on every rank with an error saying why. Its shared memory
 # is gone with the job, and a switchsim started later removes what a killed
 # one left.
 . "$(dirname "$0")/lib.sh"
 
 SECONDS_RUN=3
 for progress in 0 1; do
-    for level in 2 3; do
-        name=p${progress}l$level
+    for level in 2 3 2i; do
+        name=p${progress}l$level in_place=
+        [ "${level%i}" = "$level" ] || { level=${level%i}; in_place="4096 in-place"; }
         "$BIN/aggrun" --stats-file "$TMP/$name.stats" -- "${MPIRUN[@]}" -np 2 \
             -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=$level -x AGG_RANK_PROGRESS=$progress \
-            -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$BIN/fault_loop" $SECONDS_RUN >"$TMP/$name.out" 2>&1 &
+            -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$BIN/fault_loop" $SECONDS_RUN $in_place \
+            >"$TMP/$name.out" 2>&1 &
         runner=$!
         sim=
         for _ in $(seq 200); do

@@ -1,13 +1,14 @@
 /*
- * fault_loop: checked allreduces, out of place, of 1 to COUNT int32 for
- * SECONDS, while the test around it kills or stops a part of the network.
+ * fault_loop: checked allreduces, out of place (or in place: any third
+ * argument), of 1 to COUNT int32 for SECONDS, while the test around it
+ * kills or stops a part of the network.
  * Rank 0 decides when to stop and tells the others every 32 calls through
  * PMPI_Bcast (the shim never sees it). The communicator returns errors, so
  * a failed call is seen here. Prints
  *   fault_loop: N calls, W wrong, E errors, worst call X ms
  * (over every rank); exits 1 on a wrong element, 3 after an MPI error.
  *
- *   fault_loop SECONDS [COUNT]
+ *   fault_loop SECONDS [COUNT [in-place]]
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -18,6 +19,7 @@ int main(int argc, char **argv)
 {
     double seconds = argc > 1 ? atof(argv[1]) : 3, t0, t, worst = 0, all_worst;
     int max_count = argc > 2 ? atoi(argv[2]) : 4096, rank, size, stop = 0, rc = MPI_SUCCESS;
+    int in_place = argc > 3;
     long calls = 0, wrong = 0, errors = 0, mine[3], sums[3];
     int32_t *in, *out;
 
@@ -33,10 +35,11 @@ int main(int argc, char **argv)
         int count = (int)(calls * 977 % max_count) + 1, i;
 
         for (i = 0; i < count; ++i) {
-            in[i] = (rank + 1) * (int32_t)(i % 101 + calls % 7);
+            in[i] = out[i] = (rank + 1) * (int32_t)(i % 101 + calls % 7);
         }
         t  = MPI_Wtime();
-        rc = MPI_Allreduce(in, out, count, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD);
+        rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, count, MPI_INT32_T, MPI_SUM,
+                           MPI_COMM_WORLD);
         t  = MPI_Wtime() - t;
         worst = t > worst ? t : worst;
         calls++;

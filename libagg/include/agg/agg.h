@@ -175,6 +175,10 @@ typedef struct agg_request_info {
     agg_aggr_mode_t tree;    /* AGG_AGGR_LLT or AGG_AGGR_SAT: the tree that carried it */
     agg_status_t    why_llt; /* a SAT request that went to the LLT: why; else AGG_OK */
     size_t          fragments;
+    size_t          written; /* an in-place allreduce on host memory, failed or not: the
+                                elements at rbuf's start that hold the result; the rest
+                                holds the input still. SIZE_MAX where that is not known (out
+                                of place, device memory, SAT zero copy) */
 } agg_request_info_t;
 
 /*
