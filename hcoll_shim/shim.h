@@ -67,6 +67,7 @@ typedef enum shim_why {
     SHIM_WHY_COMM_SMALL,    /* below HCOLL_SHARP_NP */
     SHIM_WHY_RESOURCES,     /* no group: quota or resources exhausted */
     SHIM_WHY_LOCK,          /* SAT lock busy: went to the LLT (still offloaded) */
+    SHIM_WHY_NO_SAT,        /* SAT wanted, the communicator has none: went to the LLT */
     SHIM_WHY_NETWORK_ERROR, /* the group or the call failed in the network */
     SHIM_WHY_DERIVED,       /* derived datatype: MPI untouched */
     SHIM_WHY_USER_OP,       /* non-commutative user op: MPI untouched */

@@ -97,6 +97,14 @@ static int shim_ireq_cancel(void *extra, int complete)
     return MPI_SUCCESS; /* a collective cannot be cancelled; it completes */
 }
 
+/* Why a call went to the LLT where SAT was wanted, as AGG_STATS counts it. */
+static shim_why_t shim_why_llt(const agg_request_info_t *info)
+{
+    return info->why_llt == AGG_ERR_SAT_LOCK_BUSY     ? SHIM_WHY_LOCK
+           : info->why_llt == AGG_ERR_SAT_UNAVAILABLE ? SHIM_WHY_NO_SAT
+                                                      : SHIM_WHY_NONE;
+}
+
 agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req)
 {
     agg_request_info_t info;
@@ -114,7 +122,7 @@ agg_status_t shim_net_wait_info(shim_fn_t fn, agg_request_t *req, agg_request_in
     agg_request_free(req);
     if (st == AGG_OK && fn < SHIM_FN__COUNT) {
         shim_count(fn, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT,
-                   info.why_llt == AGG_ERR_SAT_LOCK_BUSY ? SHIM_WHY_LOCK : SHIM_WHY_NONE);
+                   shim_why_llt(&info));
     }
     return st;
 }
@@ -167,7 +175,7 @@ void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
         sr->pack = *pack;
     }
     agg_request_info(req, &info);
-    shim_count(fn, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, SHIM_WHY_NONE);
+    shim_count(fn, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, shim_why_llt(&info));
     __atomic_fetch_add(&shim.offloaded_nb, 1, __ATOMIC_RELAXED);
     sr->agg  = req;
     sr->fn   = fn;

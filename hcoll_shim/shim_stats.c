@@ -8,8 +8,9 @@
  * (one line; "iallreduce", "allgatherv", "reduce_scatter_block"...: the
  * function's name without MPI_; failed: forced into the network, which could
  * not have it: an MPI error). The paths add up to calls; the reasons
- * count the calls that were not offloaded (and SAT calls the SAT lock sent
- * to the LLT). These are rank 0's counts: every member of a communicator
+ * count the calls that were not offloaded (and those SAT would have taken
+ * that went to the LLT: lock, the SAT lock busy; no_sat, the communicator
+ * has no SAT group). These are rank 0's counts: every member of a communicator
  * takes the same path.
  */
 #include <stdio.h>
@@ -56,6 +57,7 @@ static const char *const shim_why_names[SHIM_WHY__COUNT] = {
     [SHIM_WHY_COMM_SMALL] = "comm_small",
     [SHIM_WHY_RESOURCES] = "resources",
     [SHIM_WHY_LOCK] = "lock",
+    [SHIM_WHY_NO_SAT] = "no_sat",
     [SHIM_WHY_NETWORK_ERROR] = "network_error",
     [SHIM_WHY_DERIVED] = "derived",
     [SHIM_WHY_USER_OP] = "user_op",

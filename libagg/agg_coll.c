@@ -288,14 +288,18 @@ AGG__COLL_ENTRIES(reduce_scatter, AGG_COLL_REDUCE_SCATTER, agg_reduce_spec_t, ag
 AGG__COLL_ENTRIES(bcast, AGG_COLL_BCAST, agg_data_spec_t, agg__coll_data)
 AGG__COLL_ENTRIES(allgather, AGG_COLL_ALLGATHER, agg_data_spec_t, agg__coll_data)
 
-/* The group a call goes to. */
-static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp)
+/*
+ * The group a call goes to, and why not SAT where it would have gone there
+ * (the communicator has no SAT group: AGG_ERR_SAT_UNAVAILABLE).
+ */
+static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp, agg_status_t *why)
 {
     agg_comm_t *comm = req->comm;
     agg_context_t *ctx = comm->ctx;
     size_t bytes = req->total * req->esize;
-    int sat = comm->sat.tl != NULL;
+    int sat = comm->sat.tl != NULL, want;
 
+    *why = AGG_OK;
     switch (req->spec.mode) {
     case AGG_AGGR_SAT:
         if (!sat) {
@@ -307,8 +311,9 @@ static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp)
         *grp = &comm->llt;
         return AGG_OK;
     default:
-        *grp = sat && ctx->alike.enable_sat && bytes >= ctx->alike.sat_threshold ? &comm->sat
-                                                                                  : &comm->llt;
+        want = ctx->alike.enable_sat && bytes >= ctx->alike.sat_threshold;
+        *grp = sat && want ? &comm->sat : &comm->llt;
+        *why = want && !sat ? AGG_ERR_SAT_UNAVAILABLE : AGG_OK;
         return AGG_OK;
     }
 }
@@ -316,7 +321,7 @@ static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp)
 static agg_status_t agg__request_post(agg_request_t *req)
 {
     agg__group_t *grp;
-    agg_status_t st;
+    agg_status_t st, why;
 
     if (req->state != AGG__REQ_INACTIVE && req->state != AGG__REQ_DONE) {
         /* move it on, so that a caller trying again (after a timeout, say)
@@ -326,11 +331,12 @@ static agg_status_t agg__request_post(agg_request_t *req)
         return AGG_ERR_INVALID_PARAM;
     }
     /* the tree is chosen per post, as for agg_iallreduce */
-    st = agg__choose(req, &grp);
+    st = agg__choose(req, &grp, &why);
     if (st != AGG_OK) {
         return st;
     }
     agg__request_start(req, grp);
+    req->why_llt = why;
     agg__comm_progress(req->comm); /* start it: the first fragments leave now */
     return AGG_OK;
 }

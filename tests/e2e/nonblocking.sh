@@ -45,7 +45,7 @@ for np in "${NPS[@]}"; do
     granted=$(stat locks_granted "$TMP/batch1_$np.stats")
     [ "$granted" -gt 10 ] || fail "batch size 1: only $granted lock grants, communicators did not take turns"
 
-    run_nb keep_$np $np "${SAT[@]}"
+    run_nb keep_$np $np "${SAT[@]}" -x AGG_STATS=1
     [ "$(stat locks_granted "$TMP/keep_$np.stats")" -eq 1 ] || fail "unlimited batch: the lock changed hands"
     [ "$(stat locks_busy "$TMP/keep_$np.stats")" -gt 0 ] || fail "unlimited batch: nobody was refused"
     [ "$(grep -c 'goes to the LLT instead of SAT' "$TMP/keep_$np.out")" -ge 1 ] ||
@@ -53,6 +53,9 @@ for np in "${NPS[@]}"; do
     # at most two SAT groups per switch (an_sat_flows): the others say so
     [ "$(grep -c 'has no SAT group' "$TMP/keep_$np.out")" -ge 1 ] ||
         fail "no communicator reported the SAT-flow limit"
+    # and its large calls, which went to the LLT, say so in AGG_STATS
+    grep -Eq "^agg_stats: i?allreduce .* why: (.* )?no_sat=[1-9]" "$TMP/keep_$np.out" ||
+        { grep '^agg_stats' "$TMP/keep_$np.out"; fail "calls of a communicator without SAT not counted no_sat"; }
 done
 [ "$(stat sat_groups "$TMP/keep_2.stats")" -eq 0 ] # none left at the end
 check_clean "$TMP"/*
