@@ -126,7 +126,8 @@ wait $mgr || fail "aggmgr exited with $? on SIGTERM"
 grep -q "malformed" "$TMP/mgr2.err" || { cat "$TMP/mgr2.err"; fail "aggmgr did not report the malformed request"; }
 check_no_shm_left "$sim"
 
-# SIGHUP reloads what is reloadable (log_level), keeps the rest
+# SIGHUP reloads what is reloadable (log_level) and says that the rest
+# (am_max_jobs) needs a restart
 port=$(free_port)
 printf 'log_level = 2;\n' >"$TMP/hup.conf"
 "$BIN/aggmgr" -c "$TMP/hup.conf" --listen 127.0.0.1:$port --ready-fd 3 3>"$TMP/hup.ready" 2>"$TMP/hup.err" &
@@ -135,14 +136,19 @@ for _ in $(seq 200); do grep -q : "$TMP/hup.ready" && break; sleep 0.05; done
 grep -q : "$TMP/hup.ready" || { cat "$TMP/hup.err"; fail "aggmgr did not start with $TMP/hup.conf"; }
 printf 'log_level = 4;\nam_max_jobs = 7;\n' >"$TMP/hup.conf"
 kill -HUP $mgr
-for _ in $(seq 100); do grep -q "reloaded" "$TMP/hup.err" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -q "settings changed" "$TMP/hup.err" && break; sleep 0.05; done
 printf 'log_level = 4;\nam_max_jobs = "x";\n' >"$TMP/hup.conf"
 kill -HUP $mgr
 for _ in $(seq 100); do grep -q "reload failed" "$TMP/hup.err" && break; sleep 0.05; done
 kill -TERM $mgr
 wait $mgr || fail "aggmgr exited with $? after SIGHUP and SIGTERM"
 cat "$TMP/hup.err"
-grep -q "reloadable settings reloaded" "$TMP/hup.err" || fail "SIGHUP did not reload (log_level 4 should show the INFO line)"
+grep -q "SIGHUP: log_level = 4 (was 2; $TMP/hup.conf:1)" "$TMP/hup.err" ||
+    fail "SIGHUP did not reload log_level (4 shows the INFO line)"
+grep -q "SIGHUP: am_max_jobs = 7 ($TMP/hup.conf:2) takes effect only when aggmgr restarts: still 64" \
+    "$TMP/hup.err" || fail "SIGHUP did not say that am_max_jobs needs a restart"
+grep -q "SIGHUP: 2 settings changed, 1 applied, the others at the next restart" "$TMP/hup.err" ||
+    fail "SIGHUP did not sum up what it applied"
 grep -q "reload failed, keeping the old settings: $TMP/hup.conf:2" "$TMP/hup.err" || fail "a bad file on SIGHUP was not reported with file:line"
 
 # agg_info -S asks the running manager for switchsim's counters
