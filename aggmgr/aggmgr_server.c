@@ -794,46 +794,17 @@ static void aggmgr__on_listen(agg_loop_t *loop, int lfd, short revents, void *ar
     }
 }
 
-/*
- * SIGHUP: the file and environment read again. Each manager setting that
- * changed is named: applied where it is reloadable, else a warning that it
- * takes a restart (the old value stays). The command line's values hold.
- */
+/* SIGHUP: the file and environment read again (agg_conf_reload says what changed). */
 static void aggmgr__reload(aggmgr_t *am)
 {
     agg_conf_t fresh;
     char err[512];
-    int id, changed = 0, applied = 0;
 
     if (agg_conf_load(&fresh, am->config_path, environ, err, sizeof(err)) != AGG_OK) {
         agg_error("SIGHUP: reload failed, keeping the old settings: %s", err);
         return;
     }
-    if (am->conf.v[AGG_CONF_LOG_LEVEL].source != AGG_CONF_SRC_CMDLINE) {
-        agg_log_set_level((int)agg_conf_int(&fresh, AGG_CONF_LOG_LEVEL)); /* for what follows */
-    }
-    for (id = 0; id < AGG_CONF__COUNT; ++id) {
-        const agg_conf_row_t *row = &agg_conf_table[id];
-        agg_conf_value_t *now = &am->conf.v[id];
-
-        if (!(row->scope & AGG_CONF_SCOPE_MANAGER) || now->source == AGG_CONF_SRC_CMDLINE ||
-            strcmp(now->s, fresh.v[id].s) == 0) {
-            continue;
-        }
-        changed++;
-        if (row->flags & AGG_CONF_F_RELOADABLE) {
-            agg_info("SIGHUP: %s = %s (was %s; %s)", row->key, fresh.v[id].s, now->s,
-                     fresh.v[id].where);
-            *now = fresh.v[id];
-            applied++;
-        } else {
-            agg_warn("SIGHUP: %s = %s (%s) takes effect only when aggmgr restarts: still %s",
-                     row->key, fresh.v[id].s, fresh.v[id].where, now->s);
-        }
-    }
-    agg_log_set_level((int)agg_conf_int(&am->conf, AGG_CONF_LOG_LEVEL));
-    agg_info("SIGHUP: %d settings changed, %d applied%s", changed, applied,
-             changed > applied ? ", the others at the next restart" : "");
+    agg_conf_reload(&am->conf, &fresh, AGG_CONF_SCOPE_MANAGER, "aggmgr");
 }
 
 /* The switchsims that did not answer in time; SIGHUP. */

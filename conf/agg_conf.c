@@ -6,6 +6,7 @@
  * unknown-name warnings are in agg_conf_dump.c.
  */
 #include "agg_conf_int.h"
+#include "agg/log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -483,4 +484,36 @@ agg_am_target_t agg_conf_am_target(const agg_conf_t *conf)
         .key_file   = agg_conf_str(conf, AGG_CONF_AM_KEY_FILE),
         .timeout_ms = (int)agg_conf_int(conf, AGG_CONF_CONNECT_TIMEOUT_MS),
     };
+}
+
+int agg_conf_reload(agg_conf_t *now, const agg_conf_t *fresh, unsigned scope, const char *who)
+{
+    int id, changed = 0, applied = 0;
+
+    if (now->v[AGG_CONF_LOG_LEVEL].source != AGG_CONF_SRC_CMDLINE) {
+        agg_log_set_level((int)agg_conf_int(fresh, AGG_CONF_LOG_LEVEL)); /* for what follows */
+    }
+    for (id = 0; id < AGG_CONF__COUNT; ++id) {
+        const agg_conf_row_t *row = &agg_conf_table[id];
+        agg_conf_value_t *v = &now->v[id];
+
+        if (!(row->scope & scope) || v->source == AGG_CONF_SRC_CMDLINE ||
+            strcmp(v->s, fresh->v[id].s) == 0) {
+            continue;
+        }
+        changed++;
+        if (row->flags & AGG_CONF_F_RELOADABLE) {
+            agg_info("SIGHUP: %s = %s (was %s; %s)", row->key, fresh->v[id].s, v->s,
+                     fresh->v[id].where);
+            *v = fresh->v[id];
+            applied++;
+        } else {
+            agg_warn("SIGHUP: %s = %s (%s) takes effect only when %s restarts: still %s",
+                     row->key, fresh->v[id].s, fresh->v[id].where, who, v->s);
+        }
+    }
+    agg_log_set_level((int)agg_conf_int(now, AGG_CONF_LOG_LEVEL));
+    agg_info("SIGHUP: %d settings changed, %d applied%s", changed, applied,
+             changed > applied ? ", the others at the next restart" : "");
+    return changed;
 }

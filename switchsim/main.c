@@ -93,11 +93,9 @@ static void switchsim_reload(switchsim_ctl_loop_t *cl)
     if (agg_conf_load(&fresh, cl->config, environ, err, sizeof(err)) == AGG_OK &&
         (cl->am == NULL || agg_conf_set(&fresh, AGG_CONF_AM_ADDR, cl->am, AGG_CONF_SRC_CMDLINE,
                                         "--am", err, sizeof(err)) == AGG_OK)) {
-        agg_log_set_level((int)agg_conf_int(&fresh, AGG_CONF_LOG_LEVEL));
         switchsim_ctl_wrlock(cl->sim);
-        cl->sim->conf = fresh;
+        agg_conf_reload(&cl->sim->conf, &fresh, AGG_CONF_SCOPE_SIM, "switchsim");
         pthread_rwlock_unlock(&cl->sim->lock);
-        agg_info("configuration reloaded");
     } else {
         agg_error("reload failed, keeping the old settings: %s", err);
     }

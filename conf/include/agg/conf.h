@@ -135,6 +135,15 @@ typedef struct agg_conf {
     agg_conf_value_t v[AGG_CONF__COUNT];
 } agg_conf_t;
 
+/*
+ * A daemon's SIGHUP: the settings of `scope` that differ in `fresh` (the
+ * file and environment read again) from `now` are each named and logged:
+ * reloadable ones (AGG_CONF_F_RELOADABLE) applied to `now` (the log level
+ * first), the others a warning that `who` must restart for them; the
+ * command line's values hold. Returns how many changed.
+ */
+int agg_conf_reload(agg_conf_t *now, const agg_conf_t *fresh, unsigned scope, const char *who);
+
 /* Fills every value with its default. Cannot fail: the table's defaults are tested. */
 void agg_conf_init(agg_conf_t *conf);
 
