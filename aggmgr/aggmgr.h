@@ -19,6 +19,9 @@
 #define AGGMGR_IO_TIMEOUT_MS  2000 /* a peer's secret check; a peer whose socket takes
                                       nothing of what waits for this long is dropped */
 #define AGGMGR_TX_MAX (16u << 20) /* bytes waiting for one peer at most */
+#define AGGMGR_MSG_TIMEOUT_MS 10000 /* a message begun is whole within this, or the peer goes;
+                                       a peer's first message comes within it too */
+#define AGGMGR_RX_BUDGET (64u << 20) /* bytes of messages being received, all peers */
 
 typedef struct aggmgr_conn {
     int           fd;
@@ -30,6 +33,9 @@ typedef struct aggmgr_conn {
     uint8_t      *rx;     /* header then body, as received */
     size_t        rx_len;
     size_t        rx_cap;
+    uint64_t      rx_since_ms; /* when the message being received began, or the
+                                  connection if none came yet; 0: none expected */
+    uint64_t      quiet_since_ms; /* the last complete message (or the connection) */
     /* what the socket did not take yet, written by the event loop on POLLOUT:
        a peer that stops reading holds up nobody */
     agg_txq_t     txq;
@@ -231,6 +237,8 @@ typedef struct aggmgr {
     volatile int  *reload;            /* set by SIGHUP */
     aggmgr_conn_t  conns[AGGMGR_MAX_CONNS];
     int            num_conns;
+    size_t         rx_bytes;          /* receive buffers of every connection */
+    unsigned long  dropped[4];        /* peers dropped, by AGGMGR_DROP_* (logged with counts) */
     aggmgr_sim_t   sims[AGGMGR_MAX_SIMS];
     int            num_sims;          /* slots in use or freed: 0 .. num_sims-1 */
     uint32_t       next_sim_id;

@@ -572,6 +572,47 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
  * Takes what the peer has sent so far without blocking; dispatches the
  * message once it is whole. AGG_OK also means "not complete yet".
  */
+/* Why aggmgr drops a peer that is no use to it (counted; logged when the count is 1, 10, 100...). */
+enum { AGGMGR_DROP_SLOW, AGGMGR_DROP_QUIET, AGGMGR_DROP_BUDGET, AGGMGR_DROP_EVICTED };
+
+static void aggmgr__dropped(aggmgr_t *am, const aggmgr_conn_t *c, int why, const char *what)
+{
+    unsigned long n = ++am->dropped[why];
+    unsigned long p = 1;
+
+    while (p * 10 <= n) {
+        p *= 10;
+    }
+    if (n == p) {
+        agg_warn("dropping peer fd %d (pid %u): %s (%lu peers dropped for this so far; "
+                 "logged again at %lu)", c->fd, c->pid, what, n, p * 10);
+    } else {
+        agg_debug("dropping peer fd %d (pid %u): %s", c->fd, c->pid, what);
+    }
+}
+
+/* Whether a peer holds anything: a job or group it made, or a switchsim's place. */
+static int aggmgr__conn_holds(const aggmgr_t *am, int fd)
+{
+    const aggmgr_job_t *job;
+    const aggmgr_group_t *g;
+
+    if (aggmgr_sim_of_fd((aggmgr_t *)am, fd) >= 0) {
+        return 1;
+    }
+    for (job = am->jobs; job != NULL; job = job->next) {
+        if (job->owner_fd == fd) {
+            return 1;
+        }
+        for (g = job->groups; g != NULL; g = g->next) {
+            if (g->owner_fd == fd) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
 {
     size_t want = c->rx_len < sizeof(agg_msg_hdr_t) ? sizeof(agg_msg_hdr_t) :
@@ -581,10 +622,17 @@ static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
     uint8_t *p;
 
     if (c->rx_cap < want) {
+        if (am->rx_bytes + (want - c->rx_cap) > AGGMGR_RX_BUDGET) {
+            /* what every peer is sending at once is bounded; one waits its turn never */
+            aggmgr__dropped(am, c, AGGMGR_DROP_BUDGET, "its message would take aggmgr past "
+                            "its receive budget (64 MiB for all peers)");
+            return AGG_ERR_NO_RESOURCE;
+        }
         p = realloc(c->rx, want);
         if (p == NULL) {
             return AGG_ERR_NO_MEMORY;
         }
+        am->rx_bytes += want - c->rx_cap;
         c->rx     = p;
         c->rx_cap = want;
     }
@@ -595,6 +643,9 @@ static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
     if (n < 0) {
         return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? AGG_OK :
                                                                              AGG_ERR_IO;
+    }
+    if (c->rx_len == 0) {
+        c->rx_since_ms = (uint64_t)agg_time_ms(); /* a message begins: whole in time, or out */
     }
     c->rx_len += (size_t)n;
     if (c->rx_len == sizeof(agg_msg_hdr_t)) {
@@ -610,10 +661,13 @@ static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
         c->rx_len < sizeof(agg_msg_hdr_t) + c->rx_hdr.length) {
         return AGG_OK;
     }
-    c->rx_len = 0;
+    c->rx_len         = 0;
+    c->rx_since_ms    = 0;
+    c->quiet_since_ms = (uint64_t)agg_time_ms();
     st = aggmgr__dispatch(am, c, c->rx_hdr, c->rx + sizeof(agg_msg_hdr_t));
     if (c->rx_cap > 65536) {
         /* a large request was a one-off: do not keep its buffer */
+        am->rx_bytes -= c->rx_cap;
         free(c->rx);
         c->rx     = NULL;
         c->rx_cap = 0;
@@ -633,6 +687,7 @@ static void aggmgr__conn_close(aggmgr_t *am, aggmgr_conn_t *c)
     agg_txq_flush(&c->txq, fd); /* a last answer (a refusal, say) goes if it can */
     agg_loop_del(am->loop, fd, am);
     close(fd);
+    am->rx_bytes -= c->rx_cap;
     free(c->rx);
     agg_txq_free(&c->txq); /* the loop's want_out points here: the slot stays put */
     memset(c, 0, sizeof(*c));
@@ -663,10 +718,15 @@ static void aggmgr__on_conn(agg_loop_t *loop, int fd, short revents, void *arg)
     }
 }
 
-/* Every half second: a peer that takes nothing of what waits for it goes. */
+/*
+ * Every half second: a peer that takes nothing of what waits for it goes,
+ * and so does one whose message is not whole after AGGMGR_MSG_TIMEOUT_MS,
+ * or that said nothing that long after connecting.
+ */
 static int aggmgr__stalled(agg_loop_t *loop, void *arg)
 {
     aggmgr_t *am = arg;
+    uint64_t now = (uint64_t)agg_time_ms();
     const char *why = NULL;
     int i;
 
@@ -674,12 +734,44 @@ static int aggmgr__stalled(agg_loop_t *loop, void *arg)
     for (i = am->num_conns - 1; i >= 0; --i) {
         aggmgr_conn_t *c = &am->conns[i];
 
-        if (c->fd >= 0 && agg_txq_poll(&c->txq, c->fd, 0, AGGMGR_IO_TIMEOUT_MS, &why) != 0) {
+        if (c->fd < 0) {
+            continue;
+        }
+        if (agg_txq_poll(&c->txq, c->fd, 0, AGGMGR_IO_TIMEOUT_MS, &why) != 0) {
             agg_warn("dropping peer fd %d (pid %u): %s", c->fd, c->pid, why);
+            aggmgr__conn_close(am, c);
+        } else if (c->rx_since_ms != 0 && now - c->rx_since_ms > AGGMGR_MSG_TIMEOUT_MS) {
+            aggmgr__dropped(am, c, c->rx_len > 0 ? AGGMGR_DROP_SLOW : AGGMGR_DROP_QUIET,
+                            c->rx_len > 0 ? "a message not whole after 10 s" :
+                                            "nothing said in the 10 s after connecting");
             aggmgr__conn_close(am, c);
         }
     }
     return 500;
+}
+
+/*
+ * With every connection taken, the one quiet longest that holds nothing (no
+ * job, group or switchsim) makes room for a new one; -1 if none may go.
+ */
+static int aggmgr__evict(aggmgr_t *am)
+{
+    int i, best = -1;
+
+    for (i = 0; i < am->num_conns; ++i) {
+        const aggmgr_conn_t *c = &am->conns[i];
+
+        if (c->fd >= 0 && !aggmgr__conn_holds(am, c->fd) &&
+            (best < 0 || c->quiet_since_ms < am->conns[best].quiet_since_ms)) {
+            best = i;
+        }
+    }
+    if (best >= 0) {
+        aggmgr__dropped(am, &am->conns[best], AGGMGR_DROP_EVICTED,
+                        "every connection is taken: the quietest that holds nothing goes");
+        aggmgr__conn_close(am, &am->conns[best]);
+    }
+    return best;
 }
 
 static void aggmgr__add_conn(aggmgr_t *am, int fd)
@@ -693,15 +785,24 @@ static void aggmgr__add_conn(aggmgr_t *am, int fd)
         }
     }
     if (c == NULL && am->num_conns >= AGGMGR_MAX_CONNS) {
-        agg_warn("too many connections (%d); refusing one", am->num_conns);
+        i = aggmgr__evict(am);
+        if (i >= 0) {
+            /* its slot, or the end where the slots shrank past it */
+            c = &am->conns[i < am->num_conns ? i : am->num_conns];
+        }
+    } else if (c == NULL) {
+        c = &am->conns[am->num_conns];
+    }
+    if (c == NULL) {
+        agg_warn("too many connections (%d), every one holding a job, group or switchsim; "
+                 "refusing one", am->num_conns);
         close(fd);
         return;
     }
-    if (c == NULL) {
-        c = &am->conns[am->num_conns];
-    }
     memset(c, 0, sizeof(*c));
-    c->fd = fd;
+    c->fd             = fd;
+    c->rx_since_ms    = (uint64_t)agg_time_ms(); /* its first message: in time, or out */
+    c->quiet_since_ms = c->rx_since_ms;
     if (agg_txq_init(&c->txq, 16, 1u << 16, AGGMGR_TX_MAX, am->loop, NULL, 0) != AGG_OK ||
         agg_loop_add(am->loop, fd, POLLIN, &c->txq.pending, aggmgr__on_conn, am) != AGG_OK) {
         agg_warn("no room for another connection; refusing one");
@@ -764,6 +865,11 @@ static void aggmgr__on_listen(agg_loop_t *loop, int lfd, short revents, void *ar
     agg_status_t st;
 
     (void)revents;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE) && aggmgr__evict(am) >= 0) {
+        /* out of descriptors: a quiet peer that holds nothing makes room */
+        sl = sizeof(ss);
+        fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
+    }
     if (fd < 0) {
         if (errno != EAGAIN && errno != EINTR) {
             agg_warn("accept failed: %s", strerror(errno));
@@ -827,7 +933,7 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
     agg_status_t st;
 
     am->reload = reload;
-    st = agg_loop_create(&am->loop, AGGMGR_MAX_CONNS + 1);
+    st = agg_loop_create(&am->loop, AGGMGR_MAX_CONNS + 8); /* the listener, the loop's own */
     if (st == AGG_OK) {
         st = agg_loop_add(am->loop, am->listen_fd, POLLIN, NULL, aggmgr__on_listen, am);
     }

@@ -151,6 +151,24 @@ grep -q "SIGHUP: 2 settings changed, 1 applied, the others at the next restart" 
     fail "SIGHUP did not sum up what it applied"
 grep -q "reload failed, keeping the old settings: $TMP/hup.conf:2" "$TMP/hup.err" || fail "a bad file on SIGHUP was not reported with file:line"
 
+# bad peers on the control port: 1,100 silent connections, 100 messages that
+# never finish; a real peer is answered meanwhile, the bad ones are dropped
+# and logged with a count, aggmgr's memory stays bounded
+if command -v python3 >/dev/null; then
+    "$BIN/aggmgr" --listen 127.0.0.1:0 --ready-fd 3 3>"$TMP/lim.ready" >"$TMP/lim_mgr.log" 2>&1 &
+    mgr=$!
+    for _ in $(seq 250); do grep -q : "$TMP/lim.ready" && break; sleep 0.02; done
+    python3 "$(dirname "$0")/mgr_limits.py" "$(head -1 "$TMP/lim.ready")" $mgr >"$TMP/lim.out" 2>&1 ||
+        { cat "$TMP/lim.out" "$TMP/lim_mgr.log"; kill $mgr; fail "aggmgr did not hold against bad peers"; }
+    cat "$TMP/lim.out"
+    kill $mgr
+    wait $mgr || true
+    [ "$(grep -c 'dropping peer' "$TMP/lim_mgr.log")" -lt 20 ] ||
+        { tail "$TMP/lim_mgr.log"; fail "aggmgr logged every dropped peer, not counts"; }
+    grep -q "nothing said in the 10 s after connecting (1 peers dropped" "$TMP/lim_mgr.log" ||
+        fail "aggmgr did not say why it dropped the silent peers"
+fi
+
 # agg_info -S asks the running manager for switchsim's counters
 export BIN TMP PRELOAD
 MPIRUN_LINE="${MPIRUN[*]}"
