@@ -17,11 +17,11 @@
  * AGG__SHM_ALIVE_MS whether switchsim still lives (a pidfd where the kernel
  * has them, else kill(pid, 0)); the first to see it gone marks the segment
  * dead for every member, wakes them and unlinks the segment names. Members
- * must agree on each fragment: with staged fragments only switchsim
- * publishes results, so one it did not publish fails on every member; with
- * rank progress the members complete the nodes themselves, so a fragment
- * is only failed through the tree (pushed with a failure status once the
- * segment is dead), never by one member on its own.
+ * must agree on each fragment: with staged fragments, or a root in another
+ * segment, only switchsim brings results, so one it did not bring fails on
+ * every member; where the members complete every node up to the root
+ * themselves, a fragment is only failed through the tree (pushed with a
+ * failure status once the segment is dead), never by one member alone.
  */
 #include "agg_internal.h"
 
@@ -49,6 +49,8 @@ typedef struct agg__tl_shm {
     uint32_t         position;
     uint32_t         pid;      /* ours, for zero-copy chunks */
     int              staged;   /* switchsim pushes for us */
+    int              finishes; /* the members complete every node up to the root: results are
+                                  published here by them, not brought from elsewhere */
     int              zcopy;    /* staged SAT chunks stay in our memory */
     int              rung;     /* staged fragments since the last doorbell */
     agg_dp_driver_t  drv;
@@ -62,6 +64,38 @@ typedef struct agg__tl_shm {
 } agg__tl_shm_t;
 
 #define AGG__SHM_ALIVE_MS 20
+
+/*
+ * Whether the members alone complete the whole tree of this segment: its
+ * top node is the group's root, and every child of every node is a member
+ * or a node here (no child in another segment, whose part switchsim
+ * brings).
+ */
+static int agg__tl_shm_self_contained(const agg_dp_seg_t *seg)
+{
+    uint32_t i, *kids = calloc(seg->num_nodes ? seg->num_nodes : 1, sizeof(*kids));
+    int whole = kids != NULL && agg_dp_node(seg, 0)->up == AGG_DP_UP_ROOT;
+
+    for (i = 0; whole && i < seg->num_members; ++i) {
+        const agg_dp_member_t *m = agg_dp_member(seg, i);
+
+        if (m->leaf < seg->num_nodes) {
+            kids[m->leaf]++;
+        }
+    }
+    for (i = 1; whole && i < seg->num_nodes; ++i) {
+        int32_t p = agg_dp_node(seg, i)->parent;
+
+        if (p >= 0 && (uint32_t)p < seg->num_nodes) {
+            kids[p]++;
+        }
+    }
+    for (i = 0; whole && i < seg->num_nodes; ++i) {
+        whole = kids[i] == agg_dp_node(seg, i)->expected;
+    }
+    free(kids);
+    return whole;
+}
 
 /* A pidfd for switchsim's process where the kernel has them (no reuse of the pid to fool us). */
 static int agg__tl_shm_pidfd(pid_t pid)
@@ -189,6 +223,7 @@ static agg_status_t agg__tl_shm_attach(agg_context_t *ctx, const agg__tree_info_
     t->leaf            = agg_dp_member(t->seg, t->member)->leaf;
     t->position        = agg_dp_member(t->seg, t->member)->position;
     t->staged          = !ctx->rank_progress;
+    t->finishes        = !t->staged && agg__tl_shm_self_contained(t->seg);
     t->zcopy           = t->staged && ctx->sat_zcopy && info->tree == AGG_TREE_SAT &&
                          agg__tl_shm_cma_ok(t->host);
     t->drv.ctr         = &agg_dp_chan(t->seg, t->member)->drv;
@@ -291,7 +326,7 @@ static agg_status_t agg__tl_shm_post(void *tlp, const agg_tl_frag_t *f)
 
     agg__tl_shm_contrib(f, &c);
     if (__atomic_load_n(&t->seg->dead, __ATOMIC_ACQUIRE)) {
-        if (t->staged) {
+        if (!t->finishes) {
             return AGG_OK; /* taken, to fail at complete(): nobody moves it any more */
         }
         /* the ranks still complete the nodes: the fragment goes through them failing, so
@@ -327,10 +362,11 @@ static agg_status_t agg__tl_shm_complete(void *tlp, const agg_tl_frag_t *f)
     agg_dp_slot_t *res = agg_dp_result(t->seg, f->n);
 
     if (res == NULL) {
-        /* staged: switchsim alone publishes results, and a dead one publishes none; with
-           rank progress every member's push still completes the fragment (failing, once
-           they know) and only then is its outcome known to all alike */
-        return agg__tl_shm_dead(t) && t->staged ? AGG_ERR_SHUTDOWN : AGG_INPROGRESS;
+        /* staged, or with the root elsewhere: switchsim alone brings results, and a dead
+           segment gets none; where the members finish the tree themselves every member's
+           push still completes the fragment (failing, once they know) and only then is
+           its outcome known to all alike */
+        return agg__tl_shm_dead(t) && !t->finishes ? AGG_ERR_SHUTDOWN : AGG_INPROGRESS;
     }
     agg_wait_reset(&t->wait);
     if (res->status == AGG_OK && f->dst != NULL && !agg__tl_shm_cma(t, f)) {

@@ -11,27 +11,12 @@ HELLO requests (type 1; body: kind, pid, a 64-byte host name). Exits 0 when
 the second peer was answered within 5 s and the first was dropped within
 20 s; prints what happened either way.
 """
-import os
-import re
 import socket
 import struct
 import sys
 import time
 
-
-def wire_version():
-    """The version these sources speak, read where it is declared."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "../../common/include/agg/wire.h")) as f:
-        return int(re.search(r"#define AGG_WIRE_VERSION\s+(\d+)", f.read()).group(1))
-
-
-MAGIC, VERSION, HELLO, HELLO_REPLY, TOOL = 0x4147474D, wire_version(), 1, 2, 3
-
-
-def hello(txid):
-    body = struct.pack(">II64s", TOOL, 4242, b"flood")
-    return struct.pack(">IHHII", MAGIC, VERSION, HELLO, len(body), txid) + body
+from aggwire import HELLO, HELLO_REPLY, MAGIC, VERSION, hello
 
 
 def main():
@@ -42,7 +27,7 @@ def main():
     flood.connect(addr)
     flood.settimeout(10)
     # 9.6 MB of answers: past the socket buffers
-    batch = b"".join(hello(i + 1) for i in range(1000))
+    batch = b"".join(hello(i + 1, b"flood") for i in range(1000))
     sent = 0
     try:
         for _ in range(300):
@@ -54,7 +39,7 @@ def main():
 
     other = socket.create_connection(addr, timeout=5)
     t0 = time.monotonic()
-    other.sendall(hello(7))
+    other.sendall(hello(7, b"flood"))
     rep = b""
     while len(rep) < 32:
         chunk = other.recv(32 - len(rep))

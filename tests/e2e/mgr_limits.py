@@ -12,33 +12,19 @@
    after 10 s, and answers a real HELLO meanwhile.
 Prints what happened; exits 0 when all held.
 """
-import os
-import re
 import resource
 import socket
 import struct
 import sys
 import time
 
-
-def wire_version():
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "../../common/include/agg/wire.h")) as f:
-        return int(re.search(r"#define AGG_WIRE_VERSION\s+(\d+)", f.read()).group(1))
-
-
-MAGIC, VERSION, HELLO, HELLO_REPLY, TOOL = 0x4147474D, wire_version(), 1, 2, 3
-
-
-def hello(txid):
-    body = struct.pack(">II64s", TOOL, 4242, b"limits")
-    return struct.pack(">IHHII", MAGIC, VERSION, HELLO, len(body), txid) + body
+from aggwire import HELLO, HELLO_REPLY, MAGIC, VERSION, hello
 
 
 def answered(addr, what):
     """A HELLO from a fresh peer gets its reply within 5 s."""
     s = socket.create_connection(addr, timeout=5)
-    s.sendall(hello(7))
+    s.sendall(hello(7, b"limits"))
     hdr = b""
     while len(hdr) < 16:
         chunk = s.recv(16 - len(hdr))
