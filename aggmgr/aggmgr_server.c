@@ -259,6 +259,19 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     if (slot == am->num_sims) {
         am->num_sims++;
     }
+    /* jobs are promised what aggmgr's settings say each switch has */
+    if (reg->an_osts < (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_OSTS) ||
+        reg->an_max_groups < (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_MAX_GROUPS) ||
+        reg->an_sat_flows < (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_SAT_FLOWS)) {
+        agg_warn("switchsim %u (pid %u on %s) has %u OSTs, %u groups and %u SAT flows per "
+                 "switch, fewer than aggmgr hands out (an_osts %lld, an_max_groups %lld, "
+                 "an_sat_flows %lld): jobs may be promised what its switches lack; give "
+                 "both the same settings", sim->id, reg->pid, reg->host, reg->an_osts,
+                 reg->an_max_groups, reg->an_sat_flows,
+                 agg_conf_int(&am->conf, AGG_CONF_AN_OSTS),
+                 agg_conf_int(&am->conf, AGG_CONF_AN_MAX_GROUPS),
+                 agg_conf_int(&am->conf, AGG_CONF_AN_SAT_FLOWS));
+    }
     for (i = 0; i < am->topo.num_nodes; ++i) {
         if (am->topo.nodes[i].type == AGGMGR_NODE_SWITCH && am->ans[i].sim < 0 &&
             aggmgr__sim_wants(am, i, select, reg->host)) {

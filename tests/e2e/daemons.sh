@@ -111,7 +111,8 @@ time.sleep(6)
 slow=$!
 sleep 0.2
 start=$(date +%s%N)
-"$BIN/switchsim" --am 127.0.0.1:$port --ready-fd 3 3>"$TMP/ready" &
+# (with fewer OSTs than aggmgr hands out: a warning at once)
+AGG_AN_OSTS=64 "$BIN/switchsim" --am 127.0.0.1:$port --ready-fd 3 3>"$TMP/ready" &
 sim=$!
 for _ in $(seq 100); do grep -q ready "$TMP/ready" && break; sleep 0.02; done
 grep -q ready "$TMP/ready" || fail "switchsim could not register after the garbage"
@@ -124,6 +125,8 @@ wait $sim || fail "switchsim exited with $? on SIGTERM"
 kill -TERM $mgr
 wait $mgr || fail "aggmgr exited with $? on SIGTERM"
 grep -q "malformed" "$TMP/mgr2.err" || { cat "$TMP/mgr2.err"; fail "aggmgr did not report the malformed request"; }
+grep -q "has 64 OSTs, .* fewer than aggmgr hands out (an_osts 1024" "$TMP/mgr2.err" ||
+    { cat "$TMP/mgr2.err"; fail "aggmgr did not warn of a switchsim with fewer OSTs"; }
 check_no_shm_left "$sim"
 
 # SIGHUP reloads what is reloadable (log_level) and says that the rest
