@@ -396,6 +396,15 @@ int aggmgr_sims_live(const aggmgr_t *am);
 
 agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port);
 
+/*
+ * The event loop with its timers (and the listener, if listening), ready for
+ * agg_loop_once or agg_loop_run; aggmgr_server_run is this and a run.
+ */
+agg_status_t aggmgr_server_start(aggmgr_t *am);
+
+/* Serves a connected socket as a peer that passed any secret check (the control fuzzer). */
+void aggmgr_server_adopt(aggmgr_t *am, int fd);
+
 /* Runs until *stop becomes non-zero; reloads settings when *reload is set. */
 agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload);
 

@@ -933,7 +933,7 @@ static int aggmgr__tick(agg_loop_t *loop, void *arg)
     int next;
 
     (void)loop;
-    if (*am->reload) {
+    if (am->reload != NULL && *am->reload) {
         *am->reload = 0;
         aggmgr__reload(am);
     }
@@ -941,13 +941,12 @@ static int aggmgr__tick(agg_loop_t *loop, void *arg)
     return next >= 0 && next < 100 ? next : 100;
 }
 
-agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload)
+agg_status_t aggmgr_server_start(aggmgr_t *am)
 {
     agg_status_t st;
 
-    am->reload = reload;
     st = agg_loop_create(&am->loop, AGGMGR_MAX_CONNS + 8); /* the listener, the loop's own */
-    if (st == AGG_OK) {
+    if (st == AGG_OK && am->listen_fd >= 0) {
         st = agg_loop_add(am->loop, am->listen_fd, POLLIN, NULL, aggmgr__on_listen, am);
     }
     if (st == AGG_OK && (agg_loop_timer(am->loop, 100, aggmgr__tick, am) < 0 ||
@@ -956,9 +955,22 @@ agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *r
     }
     if (st != AGG_OK) {
         agg_error("cannot start the event loop: %s", agg_status_string(st));
-        return st;
     }
-    return agg_loop_run(am->loop, stop);
+    return st;
+}
+
+void aggmgr_server_adopt(aggmgr_t *am, int fd)
+{
+    aggmgr__add_conn(am, fd);
+}
+
+agg_status_t aggmgr_server_run(aggmgr_t *am, volatile int *stop, volatile int *reload)
+{
+    agg_status_t st;
+
+    am->reload = reload;
+    st = aggmgr_server_start(am);
+    return st == AGG_OK ? agg_loop_run(am->loop, stop) : st;
 }
 
 void aggmgr_server_close(aggmgr_t *am)

@@ -126,7 +126,7 @@ run_tests "$ROOT/build-tsan"
 echo "== building in $ROOT/build-fuzz (clang, the fuzz harnesses)"
 CC=clang cmake -S "$ROOT" -B "$ROOT/build-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAGG_WERROR=ON \
     -DAGG_FUZZ=ON -DAGG_GPU_CUDA=OFF -DAGG_GPU_ROCM=OFF >/dev/null
-cmake --build "$ROOT/build-fuzz" -j"$(nproc)" --target fuzz_topo fuzz_conf fuzz_switchsim
+cmake --build "$ROOT/build-fuzz" -j"$(nproc)" --target fuzz_topo fuzz_conf fuzz_switchsim fuzz_aggmgr
 phase "build build-fuzz"
 echo "== fuzzing"
 run_tests "$ROOT/build-fuzz" -L fuzz
