@@ -513,6 +513,20 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "programs that make many communicators and use few keep "
                   "the group quota for those they use.",
     },
+    [AGG_CONF_NET_RETRY_CALLS] = {
+        .key    = "net_retry_calls",
+        .env    = {"AGG_NET_RETRY_CALLS", NULL},
+        .defval = "1000",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 100000000,
+        .scope  = AGG_CONF_SCOPE_SHIM,
+        .doc    = "A communicator whose group the network lost (a switchsim or "
+                  "link gone) runs its collectives on the host and makes its "
+                  "group again after this many blocking collectives there, "
+                  "and again after as many while that fails; 0 never "
+                  "(HCOLL_ENABLE_SHARP 1 and 2; at 3 and 4 the calls fail).",
+    },
     [AGG_CONF_SHIM_DISABLE] = {
         .key    = "shim_disable",
         .env    = {"AGG_SHIM_DISABLE", NULL},

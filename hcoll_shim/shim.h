@@ -99,6 +99,8 @@ typedef struct shim_comm {
     agg_comm_t       *agg;
     shim_host_tune_t  tune;
     unsigned long     calls; /* blocking collectives seen, for the lazy group */
+    int               regroup; /* LATER because the network lost its group: made again
+                                  after shim.retry_calls blocking collectives */
     void             *scratch; /* in-place reduce-scatter's input copy, a leader's */
     size_t            scratch_size; /* partial: grown as needed */
     size_t           *blocks; /* size: a call's blocks as libagg takes them (shim_blocks) */
@@ -149,6 +151,7 @@ typedef struct shim_state {
     int            large_host;  /* HCOLL_BCOL_P2P_LARGE_ALLREDUCE_ALG != 4: large ones on the host */
     int            dynamic;     /* HCOLL_ALLREDUCE_ZCOPY_TUNE=dynamic */
     long long      lazy;        /* SHARP_COLL_NUM_COLL_GROUP_RESOURCE_ALLOC_THRESHOLD */
+    long long      retry_calls; /* AGG_NET_RETRY_CALLS */
     long long      hybrid_frag; /* HCOLL_ALLREDUCE_HYBRID_LB: fragment bytes, 0 = off */
     int            stats;       /* AGG_STATS */
     int            sbgp_sm;     /* HCOLL_SBGP has a shared-memory level (basesmuma...) */
@@ -350,6 +353,15 @@ shim_comm_t *shim_comm_get(MPI_Comm comm);
 
 /* The state of `comm` if it has one already, else NULL; not collective. */
 shim_comm_t *shim_comm_peek(MPI_Comm comm);
+
+/*
+ * A blocking call on sc failed in the network with st, alike on every
+ * member: where st says the group is gone (a switchsim or link lost) and
+ * HCOLL_ENABLE_SHARP allows the host path, the group goes and the
+ * communicator runs on the host until it makes its group again
+ * (AGG_NET_RETRY_CALLS blocking collectives later).
+ */
+void shim_comm_lost(shim_comm_t *sc, agg_status_t st);
 
 /* Makes the state of a communicator just created (Comm_dup, _split, _create). */
 void shim_comm_created(MPI_Comm comm);

@@ -119,6 +119,7 @@ int shim_allreduce_net(shim_call_t *c)
     agg_request_t *req;
     agg_status_t st;
     size_t posted;
+    int rc;
 
     if (shim.hybrid_frag > 0 && c->smem == AGG_MEM_HOST && c->rmem == AGG_MEM_HOST &&
         spec->count * agg_dtype_size(spec->dtype) > (size_t)shim.hybrid_frag) {
@@ -142,7 +143,9 @@ int shim_allreduce_net(shim_call_t *c)
             return shim_call_fail(c);
         }
         shim_net_warn(c->sc, c, st, "recovered on the host");
-        return shim_allreduce_recover(c, info.written, st);
+        rc = shim_allreduce_recover(c, info.written, st);
+        shim_comm_lost(c->sc, st);
+        return rc;
     }
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_HOST;
@@ -150,6 +153,7 @@ int shim_allreduce_net(shim_call_t *c)
         return shim_call_fail(c);
     }
     shim_net_warn(c->sc, c, st, "completed on the host");
+    shim_comm_lost(c->sc, st);
     return SHIM_CALL_NEXT;
 }
 

@@ -79,6 +79,9 @@ static int shim_net_failed(shim_call_t *c)
 {
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_HOST;
+    if (c->request == NULL) {
+        shim_comm_lost(c->sc, c->fail); /* a blocking call: every member is here */
+    }
     if (shim_forced(c->coll) && c->fail != AGG_ERR_INVALID_PARAM &&
         c->fail != AGG_ERR_NOT_SUPPORTED) {
         return shim_call_fail(c);

@@ -53,8 +53,19 @@ static void shim_comm_say(const shim_comm_t *sc, const char *what)
 static void shim_comm_group_made(shim_comm_t *sc, agg_status_t st)
 {
     if (st == AGG_OK) {
-        sc->state = SHIM_COMM_READY;
-        sc->why   = SHIM_WHY_NONE;
+        if (sc->regroup && sc->rank == 0) {
+            agg_info("communicator of %d ranks has its group on the tree again", sc->size);
+        }
+        sc->state   = SHIM_COMM_READY;
+        sc->why     = SHIM_WHY_NONE;
+        sc->regroup = 0;
+        return;
+    }
+    if (sc->regroup) {
+        /* the network is not back yet: on the host for as many calls again */
+        agg_debug("communicator of %d ranks: no group yet (%s)", sc->size, agg_strerror(st));
+        sc->state = SHIM_COMM_LATER;
+        sc->calls = 0;
         return;
     }
     sc->state = shim.level >= 3 ? SHIM_COMM_FAILED : SHIM_COMM_HOST;
@@ -183,10 +194,31 @@ shim_comm_t *shim_comm_get(MPI_Comm comm)
     if (sc == NULL) {
         sc = shim_comm_new(comm);
     }
-    if (sc != NULL && sc->state == SHIM_COMM_LATER && (long long)sc->calls++ >= shim.lazy) {
+    if (sc != NULL && sc->state == SHIM_COMM_LATER &&
+        (long long)sc->calls++ >= (sc->regroup ? shim.retry_calls : shim.lazy)) {
         shim_comm_make_group(sc, comm);
     }
     return sc;
+}
+
+void shim_comm_lost(shim_comm_t *sc, agg_status_t st)
+{
+    if (st != AGG_ERR_SHUTDOWN || shim.level > 2 || shim.retry_calls <= 0 || sc->hier ||
+        sc->state != SHIM_COMM_READY) {
+        return;
+    }
+    shim_requests_finish(sc); /* non-blocking ones still on the group fail with it */
+    agg_comm_destroy(sc->agg);
+    sc->agg     = NULL;
+    sc->state   = SHIM_COMM_LATER;
+    sc->why     = SHIM_WHY_NETWORK_ERROR;
+    sc->calls   = 0;
+    sc->regroup = 1;
+    if (sc->rank == 0) {
+        agg_warn("communicator of %d ranks lost its group on the tree (%s): its collectives "
+                 "run on the host, and it makes its group again after %lld of them "
+                 "(AGG_NET_RETRY_CALLS)", sc->size, agg_strerror(st), shim.retry_calls);
+    }
 }
 
 void shim_comm_created(MPI_Comm comm)

@@ -86,7 +86,7 @@ static void shim_progress_hook(void)
  */
 static void shim_settings(void)
 {
-    enum { ENABLE, NP, MAX, LARGE, DYNAMIC, LAZY, HYBRID, FRAG, DISABLE, STATS, SBGP, N };
+    enum { ENABLE, NP, MAX, LARGE, DYNAMIC, LAZY, HYBRID, FRAG, DISABLE, STATS, SBGP, RETRY, N };
     long long mine[N] = {0}, root[N];
     agg_conf_t conf;
     char err[512];
@@ -111,6 +111,7 @@ static void shim_settings(void)
         mine[LARGE]   = agg_conf_int(&conf, AGG_CONF_HCOLL_LARGE_ALLREDUCE_ALG) != 4;
         mine[DYNAMIC] = strcmp(agg_conf_str(&conf, AGG_CONF_HCOLL_ZCOPY_TUNE), "dynamic") == 0;
         mine[LAZY]    = agg_conf_int(&conf, AGG_CONF_GROUP_ALLOC_THRESHOLD);
+        mine[RETRY]   = agg_conf_int(&conf, AGG_CONF_NET_RETRY_CALLS);
         mine[HYBRID]  = agg_conf_int(&conf, AGG_CONF_HCOLL_HYBRID_LB);
         mine[FRAG]    = agg_conf_int(&conf, AGG_CONF_HCOLL_HYBRID_FRAG);
         mine[DISABLE] = agg_conf_int(&conf, AGG_CONF_SHIM_DISABLE);
@@ -135,6 +136,7 @@ static void shim_settings(void)
     shim.large_host  = (int)root[LARGE];
     shim.dynamic     = (int)root[DYNAMIC];
     shim.lazy        = root[LAZY];
+    shim.retry_calls = root[RETRY];
     shim.hybrid_frag = root[HYBRID] ? root[FRAG] : 0;
     shim.on          = !root[DISABLE];
     shim.stats       = (int)root[STATS];

@@ -5,9 +5,10 @@
 # agree on every call: at HCOLL_ENABLE_SHARP=2 the calls from then on run on
 # the host, every result right, the failure said once per rank (in place
 # too: what came back from the tree is kept, the rest redone on the host);
-# at 3 the same call fails on every rank with an error saying why. Its shared memory
-# is gone with the job, and a switchsim started later removes what a killed
-# one left.
+# at 3 the same call fails on every rank with an error saying why. Its
+# shared memory is gone with the job, and a switchsim started later removes
+# what a killed one left; with another switchsim in its place the calls come
+# back to the network.
 . "$(dirname "$0")/lib.sh"
 
 SECONDS_RUN=3
@@ -55,6 +56,40 @@ for progress in 0 1; do
         ! ls /dev/shm | grep -q "^agg-$sim-" || { ls /dev/shm; fail "$name: the killed switchsim's segments are left"; }
     done
 done
+
+# the network comes back: a switchsim killed, another registered in its
+# place a second later; the communicator, on the host meanwhile, makes its
+# group again after AGG_NET_RETRY_CALLS calls and the new switchsim carries
+# its calls
+"$BIN/aggmgr" --listen 127.0.0.1:0 --ready-fd 3 3>"$TMP/back.ready" >"$TMP/back_mgr.log" 2>&1 &
+mgr=$!
+for _ in $(seq 250); do grep -q : "$TMP/back.ready" && break; sleep 0.02; done
+addr=$(head -1 "$TMP/back.ready")
+"$BIN/switchsim" --am "$addr" --ready-fd 3 3>"$TMP/simA.ready" >"$TMP/simA.log" 2>&1 &
+simA=$!
+for _ in $(seq 250); do grep -q ready "$TMP/simA.ready" && break; sleep 0.02; done
+"${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" -x HCOLL_ENABLE_SHARP=2 \
+    -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 -x AGG_NET_RETRY_CALLS=2000 "$BIN/fault_loop" 5 \
+    >"$TMP/back.out" 2>&1 &
+job=$!
+sleep 1.5
+kill -9 $simA
+sleep 1
+"$BIN/switchsim" --am "$addr" --ready-fd 3 --stats-file "$TMP/simB.stats" 3>"$TMP/simB.ready" \
+    >"$TMP/simB.log" 2>&1 &
+simB=$!
+wait $job || { cat "$TMP/back.out"; fail "the job across a lost and a new switchsim failed"; }
+kill -TERM $simB
+wait $simB || true
+kill -TERM $mgr
+wait $mgr || true
+grep '^fault_loop' "$TMP/back.out"
+grep -q "^fault_loop: .* 0 wrong, 0 errors" "$TMP/back.out" || { cat "$TMP/back.out"; fail "a lost and a new switchsim: wrong results"; }
+[ "$(grep -c 'lost its group on the tree' "$TMP/back.out")" = 1 ] ||
+    { cat "$TMP/back.out"; fail "the lost group not said once"; }
+[ "$(stat fragments_in "$TMP/simB.stats")" -gt 0 ] ||
+    { cat "$TMP/back.out"; fail "the calls did not come back to the network (the new switchsim got nothing)"; }
+echo "a lost switchsim, another in its place: the calls came back to the network ($(stat fragments_in "$TMP/simB.stats") fragments)"
 
 # what a switchsim killed elsewhere left: a pid that no process has
 dead=4194000
