@@ -387,7 +387,8 @@ int shim_call(shim_call_t *c)
 
 void shim_net_warn(shim_comm_t *sc, const shim_call_t *c, agg_status_t st, const char *then)
 {
-    if (__atomic_fetch_add(&sc->net_failures, 1, __ATOMIC_RELAXED) == 0) {
+    /* every member sees the same failure: its first rank says it for all */
+    if (__atomic_fetch_add(&sc->net_failures, 1, __ATOMIC_RELAXED) == 0 && sc->rank == 0) {
         agg_warn("%s failed in the network (%s): %s (the next failures on this communicator "
                  "of %d ranks are counted in AGG_STATS, network_error, not logged)",
                  shim_fn_name(c->fn), agg_strerror(st), then, sc->size);

@@ -2,8 +2,9 @@
  * fault_loop: checked allreduces, out of place (or in place: any third
  * argument), of 1 to COUNT int32 for SECONDS, while the test around it
  * kills or stops a part of the network.
- * Rank 0 decides when to stop and tells the others every 32 calls through
- * PMPI_Bcast (the shim never sees it). The communicator returns errors, so
+ * Rank 0 says "fault_loop: under way" after 256 calls (the test breaks the
+ * network after it), SECONDS from which it stops, telling the others every
+ * 32 calls through PMPI_Bcast (the shim never sees it). The communicator returns errors, so
  * a failed call is seen here. Prints
  *   fault_loop: N calls, W wrong, E errors, worst call X ms
  * (over every rank); exits 1 on a wrong element, 3 after an MPI error.
@@ -55,6 +56,13 @@ int main(int argc, char **argv)
         }
         for (i = 0; i < count; ++i) {
             wrong += out[i] != size * (size + 1) / 2 * (int32_t)(i % 101 + (calls - 1) % 7);
+        }
+        if (calls == 256) {
+            t0 = MPI_Wtime(); /* SECONDS from here: the test breaks the network after it */
+            if (rank == 0) {
+                printf("fault_loop: under way\n");
+                fflush(stdout);
+            }
         }
         if (calls % 32 == 0) {
             stop = rank == 0 && MPI_Wtime() - t0 > seconds;
