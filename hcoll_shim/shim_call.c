@@ -195,50 +195,12 @@ static void shim_route_data(shim_call_t *c)
 }
 
 /*
- * An allgather's blocks, in bytes of the type signature (which MPI requires
- * to match, whatever each rank's layout): c->bytes (this rank's), c->total,
- * c->esize, and whether MPI_Allgatherv's counts (the same on every rank, so
- * every rank decides alike) differ. c->bytes is -1 for arguments MPI
- * reports: a negative count, or a send side that is not this rank's block.
+ * A reduce-scatter's or allgather's blocks: c->total (the elements of
+ * every block, times `unit`), c->mine (this rank's elements), and whether
+ * MPI's counts (the same on every rank, as MPI requires, so every rank
+ * decides alike) differ. 0 for a negative count: MPI reports it.
  */
-static void shim_gather_blocks(shim_call_t *c)
-{
-    int size, rank, i;
-
-    c->bytes = -1;
-    if (PMPI_Comm_size(c->comm, &size) != MPI_SUCCESS ||
-        PMPI_Comm_rank(c->comm, &rank) != MPI_SUCCESS ||
-        shim_sig_bytes(c->dtype, 1) < 0) {
-        return;
-    }
-    c->esize = (int)shim_sig_bytes(c->dtype, 1);
-    if (c->counts == NULL) {
-        c->mine  = c->count;
-        c->total = (long long)c->count * size * c->esize;
-    } else {
-        for (c->total = 0, i = 0; i < size; ++i) {
-            if (c->counts[i] < 0) {
-                return;
-            }
-            c->total += (long long)c->counts[i] * c->esize;
-            c->uneven = c->uneven || c->counts[i] != c->counts[0];
-        }
-        c->count = c->counts[0];
-        c->mine  = c->counts[rank];
-    }
-    if (c->mine < 0 || (c->sbuf != MPI_IN_PLACE &&
-                        shim_sig_bytes(c->stype, c->scount) != (long long)c->mine * c->esize)) {
-        return;
-    }
-    c->bytes = (long long)c->mine * c->esize;
-}
-
-/*
- * A reduce-scatter's blocks: c->total and c->mine, and whether MPI's counts
- * (MPI_Reduce_scatter's: the same array on every rank, as MPI requires, so
- * every rank decides alike) differ. 0 for a negative count: MPI reports it.
- */
-static int shim_call_blocks(shim_call_t *c)
+static int shim_call_blocks(shim_call_t *c, long long unit)
 {
     int size, rank, i;
 
@@ -247,7 +209,7 @@ static int shim_call_blocks(shim_call_t *c)
         return 0;
     }
     if (c->counts == NULL) {
-        c->total = (long long)c->count * size;
+        c->total = (long long)c->count * size * unit;
         c->mine  = c->count;
         return c->count >= 0;
     }
@@ -255,12 +217,30 @@ static int shim_call_blocks(shim_call_t *c)
         if (c->counts[i] < 0) {
             return 0;
         }
-        c->total += c->counts[i];
+        c->total += c->counts[i] * unit;
         c->uneven = c->uneven || c->counts[i] != c->counts[0];
     }
     c->count = c->counts[0];
     c->mine  = c->counts[rank];
     return 1;
+}
+
+/*
+ * An allgather's blocks, in bytes of the type signature (which MPI requires
+ * to match, whatever each rank's layout): c->bytes (this rank's), c->total,
+ * c->esize. c->bytes is -1 for arguments MPI reports: a negative count, or
+ * a send side that is not this rank's block.
+ */
+static void shim_gather_blocks(shim_call_t *c)
+{
+    c->bytes = -1;
+    c->esize = (int)shim_sig_bytes(c->dtype, 1);
+    if (c->esize < 0 || !shim_call_blocks(c, c->esize) ||
+        (c->sbuf != MPI_IN_PLACE &&
+         shim_sig_bytes(c->stype, c->scount) != (long long)c->mine * c->esize)) {
+        return;
+    }
+    c->bytes = (long long)c->mine * c->esize;
 }
 
 static void shim_route(shim_call_t *c)
@@ -270,7 +250,7 @@ static void shim_route(shim_call_t *c)
         c->why = SHIM_WHY_NONE; /* not a communicator: MPI's error to report */
         return;
     }
-    if (c->coll == AGG_COLL_REDUCE_SCATTER && !shim_call_blocks(c)) {
+    if (c->coll == AGG_COLL_REDUCE_SCATTER && !shim_call_blocks(c, 1)) {
         c->why = SHIM_WHY_NONE; /* MPI reports the counts */
         return;
     }
