@@ -30,6 +30,8 @@ static void aggmgr__stats_add(agg_msg_stats_reply_t *sum, const agg_msg_stats_re
     sum->locks_granted += rep->locks_granted;
     sum->locks_busy += rep->locks_busy;
     sum->zcopy_bytes += rep->zcopy_bytes;
+    sum->faults += rep->faults;
+    sum->resent += rep->resent;
     sum->sat_groups += rep->sat_groups;
     sum->workers += rep->workers;
 }

@@ -294,6 +294,21 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "chunk takes the first. Several flows move more than one "
                   "(tests/e2e/netns.sh measures both). LLT groups use one.",
     },
+    [AGG_CONF_NET_RESEND_MS] = {
+        .key    = "net_resend_ms",
+        .env    = {"AGG_NET_RESEND_MS", NULL},
+        .defval = "100",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 3600000,
+        .scope  = AGG_CONF_SCOPE_CLIENT,
+        .doc    = "A rank reaching its switchsim over TCP sends a fragment "
+                  "again when its result has not come this many milliseconds "
+                  "after it went (a message lost on the way, either way; "
+                  "switchsim takes a fragment once and sends a result it has "
+                  "again), and again after twice as long, up to "
+                  "coll_timeout_ms.",
+    },
     [AGG_CONF_ENABLE_CUDA] = {
         .key    = "enable_cuda",
         .env    = {"SHARP_COLL_ENABLE_CUDA", NULL},
@@ -730,5 +745,19 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "\"name:PATTERN\" (a shell pattern on the switch's description or "
                   "id). Several switchsims split one fabric this way, linked over "
                   "TCP (sim_data_addr).",
+    },
+    [AGG_CONF_SIM_FAULTS] = {
+        .key    = "sim_faults",
+        .env    = {"AGG_SIM_FAULTS", NULL},
+        .defval = "",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_SIM,
+        .doc    = "Faults injected on purpose on the data port, for tests: "
+                  "words as tc-netem's, e.g. \"loss 1% duplicate 1% seed 7\", "
+                  "\"delay 5ms 2%\", \"stall 200 at 50\", \"loss at 100\", "
+                  "\"kill at 500\"; \"in\" (what it reads), \"out\" (what it "
+                  "sends) or \"both\" (default) before the rules they apply "
+                  "to. N counts messages that way from 1. The same seed and "
+                  "traffic meet the same faults (common/include/agg/fault.h).",
     },
 };

@@ -198,6 +198,7 @@ static void agg__context_settings(agg_context_t *ctx, const agg_context_spec_t *
     ctx->alike.coll_timeout_ms = (int)agg_conf_int(c, AGG_CONF_COLL_TIMEOUT_MS);
     ctx->connect_timeout_ms    = (int)agg_conf_int(c, AGG_CONF_CONNECT_TIMEOUT_MS);
     ctx->tcp_lanes             = (uint32_t)agg_conf_int(c, AGG_CONF_TCP_LANES);
+    ctx->net_resend_ms         = (int)agg_conf_int(c, AGG_CONF_NET_RESEND_MS);
     ctx->sat_zcopy             = (int)agg_conf_int(c, AGG_CONF_SAT_ZCOPY);
     ctx->alike.osts_per_group  = (uint32_t)agg_conf_int(c, AGG_CONF_OSTS_PER_GROUP);
     ctx->alike.enable_sat      = (int)agg_conf_int(c, AGG_CONF_ENABLE_SAT);

@@ -44,6 +44,7 @@ struct agg_context {
     long            spin_count;
     int             connect_timeout_ms;
     uint32_t        tcp_lanes;     /* connections per SAT member over TCP */
+    int             net_resend_ms; /* a fragment unanswered over TCP goes again after this */
     int             num_groups;    /* groups created (LLT and SAT), for the INFO lines */
     struct agg_comm *comms;        /* every communicator, so a wait moves them all */
     int           (*progress)(void *arg); /* the caller's progress engine, or NULL */

@@ -46,6 +46,8 @@ typedef struct agg__tl_tcp_res {
     size_t   direct_bytes;
     int      landed;  /* this result went straight to `direct` */
     uint32_t lane;    /* the connection it went up on, and comes back on */
+    int64_t  wait_ms; /* when a waiter first found its result missing; 0 not yet */
+    uint32_t resends; /* times it went again */
 } agg__tl_tcp_res_t;
 
 /* One connection of the member and the message being received on it. */
@@ -54,6 +56,7 @@ typedef struct agg__tl_tcp_lane {
     agg_net_msg_t rx;
     size_t        rx_got;     /* bytes of header, then of data, in */
     uint8_t      *rx_dst;     /* where its data goes; NULL: header not complete */
+    int           rx_discard; /* it goes to t->discard: nobody waits for it */
 } agg__tl_tcp_lane_t;
 
 typedef struct agg__tl_tcp {
@@ -69,6 +72,8 @@ typedef struct agg__tl_tcp {
     struct pollfd      pfd[AGG_NET_MAX_LANES];
     int                send_timeout_ms;
     int                slice_ms;
+    int                resend_ms;  /* net_resend_ms */
+    uint8_t           *discard;    /* a result nobody waits for is read here */
 } agg__tl_tcp_t;
 
 static void agg__tl_tcp_free(agg__tl_tcp_t *t)
@@ -82,6 +87,7 @@ static void agg__tl_tcp_free(agg__tl_tcp_t *t)
     }
     free(t->res);
     free(t->res_mem);
+    free(t->discard);
     free(t);
 }
 
@@ -175,7 +181,9 @@ static agg_status_t agg__tl_tcp_attach(agg_context_t *ctx, const agg__tree_info_
     t->slice_ms        = ctx->progress != NULL ? 1 : 10;
     t->res             = calloc(t->window, sizeof(*t->res));
     t->res_mem         = malloc((size_t)t->window * t->payload);
-    if (t->res == NULL || t->res_mem == NULL) {
+    t->discard         = malloc(t->payload);
+    t->resend_ms       = ctx->net_resend_ms;
+    if (t->res == NULL || t->res_mem == NULL || t->discard == NULL) {
         agg__tl_tcp_free(t);
         return AGG_ERR_NO_MEMORY;
     }
@@ -221,37 +229,13 @@ static int agg__tl_tcp_readable(void *arg)
     return agg__tl_tcp_drain(arg);
 }
 
-static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
+/* Sends fragment f on the lane its result slot names (again, for a resend). */
+static void agg__tl_tcp_send(agg__tl_tcp_t *t, const agg_tl_frag_t *f)
 {
-    agg__tl_tcp_t *t = tlp;
     agg_net_msg_t m = t->hello;
     size_t esize = agg_dtype_size(f->desc.dtype);
     agg_status_t st;
 
-    if (t->dead) {
-        return AGG_OK; /* taken, to fail at complete(): the group is gone */
-    }
-    {
-        agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
-
-        r->post_n       = f->n;
-        r->post_count   = f->desc.count;
-        r->post_dtype   = f->desc.dtype;
-        r->post_kind    = f->desc.kind;
-        r->direct       = NULL;
-        r->direct_bytes = 0;
-        r->lane         = 0;
-        if (t->lanes > 1 && f->desc.kind == AGG_DP_KIND_DATA && f->desc.count != f->desc.total) {
-            r->lane      = t->next_lane;
-            t->next_lane = (t->next_lane + 1) % t->lanes;
-        }
-        if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && !f->at_complete &&
-            f->desc.kind == AGG_DP_KIND_DATA &&
-            f->dst_off == 0 && f->dst_len == f->desc.count && f->desc.count > 0) {
-            r->direct       = f->dst;
-            r->direct_bytes = (size_t)f->desc.count * esize;
-        }
-    }
     m.type   = AGG_NET_PUSH; /* the HELLO's identity, without the job's key */
     m.desc   = f->desc;
     m.status = f->status;
@@ -272,9 +256,42 @@ static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
     if (st != AGG_OK) {
         agg_error("group %u: sending fragment %llu to switchsim failed: %s", m.group_id,
                   (unsigned long long)f->n, agg_status_string(st));
-        t->dead = 1;
-        return AGG_OK; /* complete() says the group is gone, for this and the rest */
+        t->dead = 1; /* complete() says the group is gone, for this and the rest */
     }
+}
+
+static agg_status_t agg__tl_tcp_post(void *tlp, const agg_tl_frag_t *f)
+{
+    agg__tl_tcp_t *t = tlp;
+    size_t esize = agg_dtype_size(f->desc.dtype);
+
+    if (t->dead) {
+        return AGG_OK; /* taken, to fail at complete(): the group is gone */
+    }
+    {
+        agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
+
+        r->wait_ms      = 0;
+        r->resends      = 0;
+        r->post_n       = f->n;
+        r->post_count   = f->desc.count;
+        r->post_dtype   = f->desc.dtype;
+        r->post_kind    = f->desc.kind;
+        r->direct       = NULL;
+        r->direct_bytes = 0;
+        r->lane         = 0;
+        if (t->lanes > 1 && f->desc.kind == AGG_DP_KIND_DATA && f->desc.count != f->desc.total) {
+            r->lane      = t->next_lane;
+            t->next_lane = (t->next_lane + 1) % t->lanes;
+        }
+        if (f->dst != NULL && f->dst_mem == AGG_MEM_HOST && !f->at_complete &&
+            f->desc.kind == AGG_DP_KIND_DATA &&
+            f->dst_off == 0 && f->dst_len == f->desc.count && f->desc.count > 0) {
+            r->direct       = f->dst;
+            r->direct_bytes = (size_t)f->desc.count * esize;
+        }
+    }
+    agg__tl_tcp_send(t, f);
     return AGG_OK;
 }
 
@@ -297,6 +314,14 @@ static agg_status_t agg__tl_tcp_rx_header(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *
         return AGG_ERR_PROTOCOL;
     }
     r = &t->res[(m->n - 1) % t->window];
+    if (m->n < r->post_n || (m->n == r->post_n && r->n == m->n)) {
+        /* a result had twice, or of a fragment that went again and whose
+           first result came: nobody waits for it (its place may be the
+           caller's again) */
+        ln->rx_dst     = t->discard;
+        ln->rx_discard = 1;
+        return AGG_OK;
+    }
     if (r->post_n != m->n || r->lane != (uint32_t)(ln - t->lane) ||
         m->desc.dtype != r->post_dtype || m->desc.count != r->post_count ||
         m->desc.kind != r->post_kind ||
@@ -348,7 +373,12 @@ static int agg__tl_tcp_drain_lane(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *ln)
                 break;
             }
         }
-        if (ln->rx_dst != NULL && ln->rx_got == sizeof(ln->rx) + ln->rx.bytes) {
+        if (ln->rx_dst != NULL && ln->rx_got == sizeof(ln->rx) + ln->rx.bytes &&
+            ln->rx_discard) {
+            ln->rx_dst     = NULL;
+            ln->rx_got     = 0;
+            ln->rx_discard = 0;
+        } else if (ln->rx_dst != NULL && ln->rx_got == sizeof(ln->rx) + ln->rx.bytes) {
             agg__tl_tcp_res_t *r = &t->res[(ln->rx.n - 1) % t->window];
 
             r->status = ln->rx.status;
@@ -404,12 +434,35 @@ static unsigned agg__tl_tcp_progress(void *tlp)
     return n > 0 ? (unsigned)n : 0;
 }
 
+/*
+ * Nothing came: f's result is missing. After net_resend_ms (then twice as
+ * long, and so on) f goes again: its message or its result was lost on the
+ * way, and switchsim, which takes a fragment once, sends the result it has
+ * again. Not while its result is being read (its source may be the place
+ * the result lands).
+ */
 static void agg__tl_tcp_idle(void *tlp, const agg_tl_frag_t *f)
 {
     agg__tl_tcp_t *t = tlp;
-    (void)f;
-    if (!t->dead) {
-        poll(t->pfd, t->lanes, t->slice_ms);
+    agg__tl_tcp_res_t *r = &t->res[(f->n - 1) % t->window];
+    int64_t now;
+
+    if (t->dead) {
+        return;
+    }
+    if (poll(t->pfd, t->lanes, t->slice_ms) > 0 || r->post_n != f->n || r->n == f->n) {
+        return;
+    }
+    now = agg_time_ms();
+    if (r->wait_ms == 0) {
+        r->wait_ms = now;
+    } else if (now - r->wait_ms >= ((int64_t)t->resend_ms << (r->resends < 16 ? r->resends : 16)) &&
+               (r->direct == NULL || t->lane[r->lane].rx_dst != r->direct)) {
+        agg_debug("group %u: no result for fragment %llu after %lld ms: sending it again",
+                  t->hello.group_id, (unsigned long long)f->n, (long long)(now - r->wait_ms));
+        r->resends++;
+        r->wait_ms = now;
+        agg__tl_tcp_send(t, f);
     }
 }
 

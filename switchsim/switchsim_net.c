@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -56,6 +57,8 @@ void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, const char
     __atomic_store_n(&c->state, SWITCHSIM_CONN_FREE, __ATOMIC_RELEASE);
     c->rx_len  = 0;
     c->stalled = 0;
+    c->held_until = 0;
+    c->fault_set  = 0;
 }
 
 void switchsim_net_group_init(switchsim_t *sim, switchsim_group_t *g)
@@ -238,6 +241,8 @@ static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void
     c->rx_len = c->tx_cap = 0;
     c->is_peer = 0;
     c->stalled = 0;
+    c->held_until = 0;
+    c->fault_set  = 0;
     c->joined  = 0;
     c->dst     = NULL;
     c->hdr_first = 0;
@@ -258,6 +263,77 @@ static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void
     }
 }
 
+static void switchsim__on_conn(agg_loop_t *loop, int fd, short revents, void *arg);
+
+void switchsim__conn_hold(switchsim_net_t *net, switchsim_conn_t *c, uint32_t ms)
+{
+    uint64_t now = (uint64_t)agg_time_ms();
+
+    c->held_until = now + ms;
+    /* not readable meanwhile: the loop would wake for it every round */
+    agg_loop_del(net->loop, c->fd, c);
+    if (agg_loop_add(net->loop, c->fd, 0, &c->txq.pending, switchsim__on_conn, c) != AGG_OK) {
+        c->held_until = 0; /* cannot happen: its own watch was just freed */
+    }
+    if (net->hold_at == 0 || c->held_until < net->hold_at) {
+        net->hold_at = c->held_until;
+        agg_loop_timer_set(net->loop, net->hold, (int)ms);
+    }
+}
+
+/* Connections whose hold is over are read again; runs again for the next one. */
+static int switchsim__unhold(agg_loop_t *loop, void *arg)
+{
+    switchsim_net_t *net = arg;
+    uint64_t now = (uint64_t)agg_time_ms(), next = 0;
+    int i;
+
+    for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
+        switchsim_conn_t *c = &net->conns[i];
+
+        if (c->fd < 0 || c->held_until == 0) {
+            continue;
+        }
+        if (c->held_until > now) {
+            next = next == 0 || c->held_until < next ? c->held_until : next;
+            continue;
+        }
+        c->held_until = 0;
+        agg_loop_del(loop, c->fd, c);
+        if (agg_loop_add(loop, c->fd, POLLIN, &c->txq.pending, switchsim__on_conn, c) != AGG_OK) {
+            switchsim__conn_close(net, c, "no watch for it after its hold");
+            continue;
+        }
+        switchsim__net_serve(net, c, 1);
+        if (c->fd >= 0 && c->stalled) {
+            agg_loop_timer_set(loop, net->retry, 0);
+        }
+        if (c->fd >= 0 && c->held_until != 0) {
+            next = next == 0 || c->held_until < next ? c->held_until : next;
+        }
+    }
+    net->hold_at = next;
+    return next == 0 ? -1 : (int)(next - now);
+}
+
+int switchsim__net_fault_out(switchsim_net_t *net)
+{
+    uint32_t ms;
+    unsigned what = agg_fault_next(&net->faults, AGG_FAULT_OUT, &ms);
+
+    if (what == 0) {
+        return 0;
+    }
+    __atomic_fetch_add(&net->faults_out, 1, __ATOMIC_RELAXED);
+    if (what & AGG_FAULT_KILL) {
+        agg_warn("sim_faults: killed at message %llu out",
+                 (unsigned long long)__atomic_load_n(&net->faults.seen[AGG_FAULT_OUT],
+                                                     __ATOMIC_RELAXED));
+        raise(SIGKILL);
+    }
+    return what & AGG_FAULT_LOSS ? 1 : what & AGG_FAULT_DUP ? 2 : 0;
+}
+
 /* A member's or a peer's connection: results out, fragments in. */
 static void switchsim__on_conn(agg_loop_t *loop, int fd, short revents, void *arg)
 {
@@ -274,6 +350,9 @@ static void switchsim__on_conn(agg_loop_t *loop, int fd, short revents, void *ar
             revents |= POLLHUP;
         }
         pthread_mutex_unlock(&c->tx_lock);
+    }
+    if (revents & (POLLHUP | POLLERR)) {
+        c->held_until = 0; /* the peer is gone: no hold keeps its hang-up from being read */
     }
     if (c->fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR))) {
         switchsim__net_serve(net, c, 1);
@@ -356,6 +435,10 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     agg_status_t st;
 
     if (addr == NULL || addr[0] == '\0') {
+        if (agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS)[0] != '\0') {
+            agg_error("sim_faults are injected on the data port: set sim_data_addr too");
+            return AGG_ERR_CONFIG;
+        }
         return AGG_OK; /* shared memory only */
     }
     if (agg_sock_addr_parse(addr, host, sizeof(host), &port, NULL, 0) != AGG_OK) {
@@ -374,6 +457,16 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     net->sim       = sim;
     net->drv.ctr   = &net->ctr;
     net->listen_fd = -1;
+    if (agg_fault_parse(&net->faults, agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS), why,
+                        sizeof(why)) != AGG_OK) {
+        agg_error("sim_faults \"%s\": %s", agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS), why);
+        free(net);
+        return AGG_ERR_CONFIG;
+    }
+    if (net->faults.num > 0) {
+        agg_warn("data port: injecting faults \"%s\" (sim_faults)",
+                 agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS));
+    }
     st = agg_loop_create(&net->loop, 1 + SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS);
     if (st != AGG_OK) {
         free(net);
@@ -406,8 +499,9 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     snprintf(net->addr, sizeof(net->addr), strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
              bound);
     net->retry = agg_loop_timer(net->loop, -1, switchsim__retry, net);
+    net->hold  = agg_loop_timer(net->loop, -1, switchsim__unhold, net);
     st = agg_loop_add(net->loop, net->listen_fd, POLLIN, NULL, switchsim__net_accept, net);
-    if (st != AGG_OK || net->retry < 0 ||
+    if (st != AGG_OK || net->retry < 0 || net->hold < 0 ||
         agg_loop_timer(net->loop, 1000, switchsim__sweep, net) < 0 ||
         pthread_create(&net->thread, NULL, switchsim__net_main, net) != 0) {
         st = AGG_ERR_NO_MEMORY;
@@ -480,6 +574,7 @@ void switchsim_net_stats(switchsim_t *sim, agg_dp_counters_t *sum)
 {
     if (sim->net != NULL) {
         agg_dp_counters_add(sum, &sim->net->ctr);
+        sum->faults += __atomic_load_n(&sim->net->faults_out, __ATOMIC_RELAXED);
     }
 }
 

@@ -44,6 +44,7 @@
 
 #include "switchsim.h"
 #include "agg/auth.h"
+#include "agg/fault.h"
 #include "agg/loop.h"
 #include "agg/net.h"
 #include "agg/txq.h"
@@ -81,6 +82,9 @@ typedef struct switchsim_conn {
     uint8_t        *rx;         /* what arrived and is not handled yet */
     size_t          rx_cap, rx_len;
     int             stalled;    /* the head fragment waits for its slot */
+    uint64_t        held_until; /* sim_faults: not read until then (ms, monotonic); 0 none */
+    unsigned        fault;      /* sim_faults: what befalls the head message (AGG_FAULT_*) */
+    int             fault_set;  /* `fault` is decided for the head message */
     /* a fragment read straight into its slot's accumulator (agg_dp_claim) */
     agg_net_msg_t   dm;         /* its header */
     uint8_t        *dst;        /* where its data go; NULL: none */
@@ -119,6 +123,10 @@ struct switchsim_net {
     agg_dp_counters_t ctr;      /* this thread's driving */
     agg_dp_driver_t   drv;
     int               retry;    /* the loop's timer for fragments waiting for their slot */
+    int               hold;     /* the loop's timer for connections held (sim_faults) */
+    agg_fault_t       faults;   /* sim_faults */
+    uint64_t          hold_at;  /* when the hold timer is due (ms, monotonic); 0 not set */
+    uint64_t          faults_out; /* messages out met by a fault (atomic: any thread) */
 };
 
 
@@ -133,6 +141,15 @@ static inline agg_status_t switchsim__txq_send(agg_txq_t *q, int fd, const agg_n
 
 /* A queue for a socket whose results may be narrowed into narrow_cap bytes. */
 agg_status_t switchsim__txq_init(switchsim_net_t *net, agg_txq_t *q, size_t narrow_cap);
+
+/* On the data port's thread: reads nothing from c for ms (sim_faults' delay and stall). */
+void switchsim__conn_hold(switchsim_net_t *net, switchsim_conn_t *c, uint32_t ms);
+
+/*
+ * sim_faults on a message going out: 0 send it, 1 lost (send nothing), 2
+ * send it twice. Any thread.
+ */
+int switchsim__net_fault_out(switchsim_net_t *net);
 
 /* On the data port's thread: closes a connection (why NULL: says nothing). */
 void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, const char *why);

@@ -52,12 +52,18 @@ static void switchsim__link_send(switchsim_net_t *net, int li, const agg_net_msg
                                  const void *data)
 {
     switchsim_link_t *l = &net->links[li];
-
+    int fault = net->faults.num > 0 ? switchsim__net_fault_out(net) : 0;
     agg_status_t st;
 
+    if (fault == 1) {
+        return; /* lost on the way */
+    }
     pthread_mutex_lock(&l->lock);
     if (l->fd >= 0) {
         st = switchsim__txq_send(&l->txq, l->fd, m, data, 0);
+        if (st == AGG_OK && fault == 2) {
+            st = switchsim__txq_send(&l->txq, l->fd, m, data, 0);
+        }
         if (st != AGG_OK) {
             switchsim__link_break(l, st == AGG_ERR_NO_RESOURCE ? AGG_ERR_TIMEOUT : AGG_ERR_IO,
                                   st == AGG_ERR_NO_RESOURCE ? "its queue is full" :

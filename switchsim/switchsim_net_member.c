@@ -7,6 +7,7 @@
  */
 #include "switchsim_net_int.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -29,7 +30,7 @@ agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_slot_t *
     };
     const void *data = NULL;
     switchsim_conn_t *c;
-    int narrow = 0;
+    int narrow = 0, fault;
 
     if (p->kind == AGG_DP_PORT_NET && net != NULL) {
         return switchsim__net_down_part(g, port, slot);
@@ -63,7 +64,13 @@ agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_slot_t *
             m.status = AGG_ERR_BAD_FRAGMENT;
         }
     }
-    if (switchsim__txq_send(&c->txq, c->fd, &m, data, narrow) != AGG_OK) {
+    fault = net->faults.num > 0 ? switchsim__net_fault_out(net) : 0;
+    if (fault == 1) {
+        pthread_mutex_unlock(&c->tx_lock);
+        return AGG_OK; /* lost on the way */
+    }
+    if (switchsim__txq_send(&c->txq, c->fd, &m, data, narrow) != AGG_OK ||
+        (fault == 2 && switchsim__txq_send(&c->txq, c->fd, &m, data, narrow) != AGG_OK)) {
         /* the receiving thread sees the hang-up and frees the connection */
         agg_warn("group %u: result %llu to %s not sent: %s", g->id, (unsigned long long)m.n,
                  c->peer, errno == 0 ? "its queue is full" : strerror(errno));
@@ -124,6 +131,36 @@ static void switchsim__net_pushed(switchsim_net_t *net, switchsim_group_t *g,
 }
 
 /*
+ * A fragment whose result this part published already came again: the
+ * member lost the result (or its fragment was thought lost), and gets it
+ * again, on the lane it asked on. 1 when so (caller holds sim->lock).
+ * The result is still there: the slot is used again only after every
+ * member, this one included, posted a fragment a window later.
+ */
+static int switchsim__net_resend(switchsim_net_t *net, switchsim_group_t *g,
+                                 const switchsim_conn_t *c, uint64_t n)
+{
+    const agg_dp_node_t *top = agg_dp_node(g->view.seg, 0);
+    const agg_dp_slot_t *slot = agg_dp_slot(g->view.seg, top, n);
+    uint32_t i;
+
+    if (__atomic_load_n(&slot->done, __ATOMIC_ACQUIRE) != n) {
+        return 0;
+    }
+    for (i = 0; i < top->num_down; ++i) {
+        const agg_dp_port_t *p = agg_dp_port(g->view.seg, top->down_first + i);
+
+        if (p->kind == AGG_DP_PORT_MEMBER && p->node == c->channel) {
+            switchsim__net_note_lane(g, c, n);
+            switchsim__net_down(g, top->down_first + i, slot);
+            agg_dp_count(&net->ctr.resent, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
  * Pushes the fragment at the head of c->rx. 1: taken; 0: its slot is busy,
  * try again later; -1: the connection must go (why logged).
  */
@@ -147,6 +184,10 @@ static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
         pthread_rwlock_unlock(&sim->lock);
         agg_info("group %u is gone; closing its member's connection", c->group_id);
         return -1;
+    }
+    if (switchsim__net_resend(net, g, c, m->n)) {
+        pthread_rwlock_unlock(&sim->lock);
+        return 1;
     }
     mem                = agg_dp_member(g->view.seg, c->channel);
     net->drv.work_seen = g->net_work_seen;
@@ -268,6 +309,36 @@ static int switchsim__net_direct(switchsim_net_t *net, switchsim_conn_t *c, cons
 }
 
 /*
+ * sim_faults on the whole message at the head of c->rx, decided once: 1
+ * when it is lost or held (c->held_until set), 0 when it goes on (perhaps
+ * twice: c->fault).
+ */
+static int switchsim__net_fault_in(switchsim_net_t *net, switchsim_conn_t *c)
+{
+    uint32_t ms;
+
+    if (!c->fault_set) {
+        c->fault     = agg_fault_next(&net->faults, AGG_FAULT_IN, &ms);
+        c->fault_set = 1;
+        if (c->fault != 0) {
+            agg_dp_count(&net->ctr.faults, 1);
+        }
+        if (c->fault & AGG_FAULT_KILL) {
+            agg_warn("sim_faults: killed at message %llu in",
+                     (unsigned long long)__atomic_load_n(&net->faults.seen[AGG_FAULT_IN],
+                                                         __ATOMIC_RELAXED));
+            raise(SIGKILL);
+        }
+        if (c->fault & AGG_FAULT_HOLD) {
+            c->fault &= ~AGG_FAULT_HOLD;
+            switchsim__conn_hold(net, c, ms);
+            return 1;
+        }
+    }
+    return (c->fault & AGG_FAULT_LOSS) != 0;
+}
+
+/*
  * Reads what the connection has and pushes every whole fragment that can go
  * in. 1: a large fragment went straight into its accumulator and the next
  * may too; 0: done for this turn; -1: the connection was closed.
@@ -278,6 +349,9 @@ static int switchsim__net_read(switchsim_net_t *net, switchsim_conn_t *c, int re
     const char *why = NULL;
     int r;
 
+    if (c->held_until != 0) {
+        return 0; /* sim_faults hold it: nothing read, nothing pushed */
+    }
     if (c->dst != NULL) {
         r = readable ? switchsim__net_direct(net, c, &why) : 0;
         if (r < 0) {
@@ -310,7 +384,7 @@ static int switchsim__net_read(switchsim_net_t *net, switchsim_conn_t *c, int re
             return -1;
         }
         if (c->rx_len - off < sizeof(m) + m.bytes) {
-            c->hdr_first = switchsim__net_claim(net, c, &m, off);
+            c->hdr_first = net->faults.num == 0 && switchsim__net_claim(net, c, &m, off);
             if (c->hdr_first) {
                 off = c->rx_len; /* header and data so far: taken */
                 break;
@@ -333,8 +407,21 @@ static int switchsim__net_read(switchsim_net_t *net, switchsim_conn_t *c, int re
             }
             break;
         }
+        if (net->faults.num > 0 && switchsim__net_fault_in(net, c)) {
+            if (c->held_until != 0) {
+                break; /* held: this message waits, and what follows it */
+            }
+            c->fault_set = 0; /* lost */
+            off += sizeof(m) + m.bytes;
+            continue;
+        }
         r = c->is_peer ? switchsim__net_peer(net, c, &m, c->rx + off + sizeof(m)) :
                          switchsim__net_push(net, c, &m, c->rx + off + sizeof(m));
+        if (r > 0 && (c->fault & AGG_FAULT_DUP)) {
+            /* it came twice: the second is a duplicate, or waits as one would */
+            (void)(c->is_peer ? switchsim__net_peer(net, c, &m, c->rx + off + sizeof(m)) :
+                                switchsim__net_push(net, c, &m, c->rx + off + sizeof(m)));
+        }
         if (r < 0) {
             switchsim__conn_close(net, c, "bad fragment");
             return -1;
@@ -343,6 +430,7 @@ static int switchsim__net_read(switchsim_net_t *net, switchsim_conn_t *c, int re
             c->stalled = 1;
             break;
         }
+        c->fault_set = 0;
         off += sizeof(m) + m.bytes;
     }
     if (off > 0) {

@@ -203,5 +203,7 @@ void switchsim_stats_reply(switchsim_t *sim, agg_msg_stats_reply_t *rep)
     rep->locks_granted     = s.locks_granted;
     rep->locks_busy        = s.locks_busy;
     rep->zcopy_bytes       = s.zcopy_bytes;
+    rep->faults            = s.faults;
+    rep->resent            = s.resent;
     rep->workers           = sim->num_workers;
 }

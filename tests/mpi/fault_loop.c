@@ -6,7 +6,7 @@
  * network after it), SECONDS from which it stops, telling the others every
  * 32 calls through PMPI_Bcast (the shim never sees it). The communicator returns errors, so
  * a failed call is seen here. Prints
- *   fault_loop: N calls, W wrong, E errors, worst call X ms
+ *   fault_loop: N calls, W wrong, E errors, worst call X ms, mean call Y us
  * (over every rank); exits 1 on a wrong element, 3 after an MPI error.
  *
  *   fault_loop SECONDS [COUNT [in-place]]
@@ -18,7 +18,8 @@
 
 int main(int argc, char **argv)
 {
-    double seconds = argc > 1 ? atof(argv[1]) : 3, t0, t, worst = 0, all_worst;
+    double seconds = argc > 1 ? atof(argv[1]) : 3, t0, t, worst = 0, all_worst, spent = 0,
+           all_spent;
     int max_count = argc > 2 ? atoi(argv[2]) : 4096, rank, size, stop = 0, rc = MPI_SUCCESS;
     int in_place = argc > 3;
     long calls = 0, wrong = 0, errors = 0, mine[3], sums[3];
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
                            MPI_COMM_WORLD);
         t  = MPI_Wtime() - t;
         worst = t > worst ? t : worst;
+        spent += t;
         calls++;
         if (rc != MPI_SUCCESS) {
             char msg[MPI_MAX_ERROR_STRING];
@@ -74,9 +76,11 @@ int main(int argc, char **argv)
     mine[2] = errors;
     PMPI_Reduce(mine, sums, 3, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     PMPI_Reduce(&worst, &all_worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(&spent, &all_spent, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("fault_loop: %ld calls, %ld wrong, %ld errors, worst call %.0f ms\n", sums[0],
-               sums[1], sums[2], all_worst * 1e3);
+        printf("fault_loop: %ld calls, %ld wrong, %ld errors, worst call %.0f ms, mean call "
+               "%.0f us\n", sums[0], sums[1], sums[2], all_worst * 1e3,
+               sums[0] > 0 ? all_spent / (double)sums[0] * 1e6 : 0.0);
     }
     free(in);
     free(out);

@@ -253,9 +253,11 @@ DEFINE_LAYOUT(member_ep, agg_wire_member_ep_t, 16, MEMBER_EP_LAYOUT)
     X(agg_msg_stats_reply_t, locks_granted, 88, 8)                             \
     X(agg_msg_stats_reply_t, locks_busy, 96, 8)                                \
     X(agg_msg_stats_reply_t, zcopy_bytes, 104, 8)                              \
-    X(agg_msg_stats_reply_t, sat_groups, 112, 4)                               \
-    X(agg_msg_stats_reply_t, workers, 116, 4)
-DEFINE_LAYOUT(stats_reply, agg_msg_stats_reply_t, 120, STATS_REPLY_LAYOUT)
+    X(agg_msg_stats_reply_t, faults, 112, 8)                                   \
+    X(agg_msg_stats_reply_t, resent, 120, 8)                                   \
+    X(agg_msg_stats_reply_t, sat_groups, 128, 4)                               \
+    X(agg_msg_stats_reply_t, workers, 132, 4)
+DEFINE_LAYOUT(stats_reply, agg_msg_stats_reply_t, 136, STATS_REPLY_LAYOUT)
 
 /*
  * shared memory (agg/dp.h): host byte order, no format string. The pad
@@ -316,7 +318,9 @@ DEFINE_LAYOUT(dp_member, agg_dp_member_t, 32, DP_MEMBER_LAYOUT)
     X(agg_dp_counters_t, locks_granted, 64, 8)                                 \
     X(agg_dp_counters_t, locks_busy, 72, 8)                                    \
     X(agg_dp_counters_t, zcopy_bytes, 80, 8)                                   \
-    X(agg_dp_counters_t, reserved, 88, 40)
+    X(agg_dp_counters_t, faults, 88, 8)                                        \
+    X(agg_dp_counters_t, resent, 96, 8)                                        \
+    X(agg_dp_counters_t, reserved, 104, 24)
 DEFINE_LAYOUT(dp_counters, agg_dp_counters_t, 128, DP_COUNTERS_LAYOUT)
 
 /* drv is one field here; what is inside it is agg_dp_counters_t's table. */
@@ -454,7 +458,7 @@ static const struct_pin_t structs[] = {
            AGG_FMT_GROUP_CREATE_REPLY),
     STRUCT(group_tree, agg_wire_group_tree_t, 40, AGG_FMT_GROUP_TREE),
     STRUCT(member_ep, agg_wire_member_ep_t, 16, AGG_FMT_MEMBER_EP),
-    STRUCT(stats_reply, agg_msg_stats_reply_t, 120, AGG_FMT_STATS_REPLY),
+    STRUCT(stats_reply, agg_msg_stats_reply_t, 136, AGG_FMT_STATS_REPLY),
     STRUCT(dp_seg, agg_dp_seg_t, 256, NULL),
     STRUCT(dp_member, agg_dp_member_t, 32, NULL),
     STRUCT(dp_counters, agg_dp_counters_t, 128, NULL),
@@ -891,9 +895,9 @@ static void test_swap_signed_and_arrays(void **state)
     st.fragments_reduced = UINT64_MAX - 1;
     st.sat_groups        = 5;
     st.workers           = 256;
-    assert_int_equal(agg_wire_swap(&st, AGG_FMT_STATS_REPLY, 1), 120);
+    assert_int_equal(agg_wire_swap(&st, AGG_FMT_STATS_REPLY, 1), 136);
     assert_bytes(&st, want_stats, sizeof(want_stats));
-    assert_bytes((uint8_t *)&st + 112, want_stats_tail, sizeof(want_stats_tail));
+    assert_bytes((uint8_t *)&st + 128, want_stats_tail, sizeof(want_stats_tail));
     agg_wire_swap(&st, AGG_FMT_STATS_REPLY, 1);
     assert_int_equal(st.status, AGG_ERR_PROTOCOL);
     assert_int_equal(st.workers, 256);

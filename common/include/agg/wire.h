@@ -306,6 +306,8 @@ typedef struct agg_msg_stats_reply {
     uint64_t locks_granted;      /* SAT lock requests granted */
     uint64_t locks_busy;         /* SAT lock requests refused */
     uint64_t zcopy_bytes;        /* bytes read/written straight in rank memory */
+    uint64_t faults;             /* messages met by an injected fault (sim_faults) */
+    uint64_t resent;             /* results sent again to a member that sent its fragment again */
     uint32_t sat_groups;         /* SAT groups configured now */
     uint32_t workers;            /* reduction threads */
 } agg_msg_stats_reply_t;
@@ -346,7 +348,7 @@ typedef enum agg_tree_type {
 #define AGG_FMT_GROUP_CREATE_REPLY "llll"
 #define AGG_FMT_GROUP_TREE         "llllllllq"
 #define AGG_FMT_MEMBER_EP          "llq"
-#define AGG_FMT_STATS_REPLY        "llqqqqqqqqqqqqqll"
+#define AGG_FMT_STATS_REPLY        "llqqqqqqqqqqqqqqqll"
 
 /* Bytes a layout covers. */
 size_t agg_wire_fmt_size(const char *fmt);

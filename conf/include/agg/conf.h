@@ -36,6 +36,7 @@ typedef enum agg_conf_id {
     AGG_CONF_PLACEMENT,            /* AGG_PLACEMENT packed|spread */
     AGG_CONF_COLL_TIMEOUT_MS,      /* AGG_COLL_TIMEOUT_MS */
     AGG_CONF_TCP_LANES,            /* AGG_TCP_LANES connections per SAT member over TCP */
+    AGG_CONF_NET_RESEND_MS,        /* AGG_NET_RESEND_MS a fragment unanswered over TCP goes again */
     AGG_CONF_ENABLE_CUDA,          /* SHARP_COLL_ENABLE_CUDA -1 auto, 0, 1 */
     AGG_CONF_GPU_DIRECT_RDMA,      /* SHARP_COLL_ENABLE_GPU_DIRECT_RDMA -1 auto, 0, 1 */
     AGG_CONF_GPU_BACKEND,          /* AGG_GPU_BACKEND auto|cuda|rocm */
@@ -74,6 +75,7 @@ typedef enum agg_conf_id {
     AGG_CONF_SIM_WORKERS,          /* AGG_SIM_WORKERS reduction threads, 0 = one per core */
     AGG_CONF_SIM_DATA_ADDR,        /* AGG_SIM_DATA_ADDR TCP data port for other hosts' ranks */
     AGG_CONF_SIM_SWITCHES,         /* AGG_SIM_SWITCHES which switches this switchsim hosts */
+    AGG_CONF_SIM_FAULTS,           /* AGG_SIM_FAULTS faults injected on the data port */
     AGG_CONF__COUNT
 } agg_conf_id_t;
 

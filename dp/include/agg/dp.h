@@ -168,7 +168,9 @@ typedef struct agg_dp_counters {
     uint64_t locks_granted;    /* SAT lock requests granted */
     uint64_t locks_busy;       /* SAT lock requests refused: held by another group */
     uint64_t zcopy_bytes;      /* bytes moved straight from/to rank buffers (CMA) */
-    uint64_t reserved[5];
+    uint64_t faults;           /* messages met by an injected fault (sim_faults) */
+    uint64_t resent;           /* results sent again: a member sent its fragment again */
+    uint64_t reserved[3];
 } agg_dp_counters_t;
 
 /*
