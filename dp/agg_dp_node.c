@@ -71,7 +71,7 @@ static void agg__dp_reset(agg_dp_seg_t *s, const agg_dp_node_t *node, agg_dp_slo
         __atomic_store_n(&slot->done, slot->cur, __ATOMIC_RELAXED);
     }
     slot->moved = slot->cur; /* a late copy of it is a duplicate, whatever the node */
-    slot->flags = 0;
+    slot->flags &= AGG_DP_SLOT_FILLED; /* what a partial sent again says (empty or not) */
     agg__dp_unlock(s, slot, 0);
 }
 
@@ -267,8 +267,14 @@ agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const 
         }
         sched_yield();
     }
-    if (dst->moved != hdr->cur || __atomic_load_n(&dst->done, __ATOMIC_RELAXED) == hdr->cur) {
-        /* not a fragment this node sent up, or its result came already */
+    if (__atomic_load_n(&dst->done, __ATOMIC_RELAXED) == hdr->cur || hdr->cur < dst->moved) {
+        /* its result came already (this is a copy sent again), or the slot
+           moved on since */
+        __atomic_store_n(&dst->state, 0, __ATOMIC_RELEASE);
+        return AGG_OK;
+    }
+    if (dst->moved != hdr->cur) {
+        /* not a fragment this node sent up */
         __atomic_store_n(&dst->state, 0, __ATOMIC_RELEASE);
         return AGG_ERR_BAD_FRAGMENT;
     }
@@ -366,14 +372,20 @@ static void agg__dp_complete(agg_dp_view_t *v, const agg_dp_node_t *node,
     agg__dp_retry(v, node, slot, drv);
 }
 
-/* A fragment already seen in this slot: in this use, or a late copy of one completed here. */
+/*
+ * A fragment already seen in this slot: in this use, a late copy of one
+ * completed here, or of one older still (a copy sent again over TCP that
+ * arrives after the slot moved on: on another lane than the fragments
+ * after it).
+ */
 static int agg__dp_seen_before(agg_dp_seg_t *s, const agg_dp_node_t *node, agg_dp_slot_t *slot,
                                uint32_t pushed, uint32_t position, uint64_t n)
 {
     if (pushed > 0) {
-        return (agg__dp_seen(s, node, slot, n)[position / 64] >> (position % 64)) & 1;
+        return n < slot->cur ||
+               ((agg__dp_seen(s, node, slot, n)[position / 64] >> (position % 64)) & 1);
     }
-    return n == slot->moved || n == __atomic_load_n(&slot->done, __ATOMIC_RELAXED);
+    return n <= slot->moved || n == __atomic_load_n(&slot->done, __ATOMIC_RELAXED);
 }
 
 /* Takes contribution c into a slot the caller locked with `pushed` children in. */

@@ -167,6 +167,29 @@ agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_slot_t *
 
 /* ---- links between switchsims (switchsim_net_link.c) -------------------- */
 
+/* Whether this part has fragment n done or sent up (a copy of it came again). */
+static inline int switchsim__part_seen(switchsim_group_t *g, uint64_t n)
+{
+    const agg_dp_slot_t *slot = agg_dp_slot(g->view.seg, agg_dp_node(g->view.seg, 0), n);
+
+    return __atomic_load_n(&slot->done, __ATOMIC_ACQUIRE) == n ||
+           __atomic_load_n(&slot->moved, __ATOMIC_ACQUIRE) == n;
+}
+
+/*
+ * Fragment n came to this part again, from a member (through member_port,
+ * its MEMBER port) or from a child part (member_port -1): something was
+ * lost on the way. When the part has its result, the result goes again
+ * (to that member; to every child part); when it sent its partial up and
+ * waits, the partial goes up again. 1 when something went (counted as
+ * `resent`); 0 when the slot is busy or n is not there (caller holds
+ * sim->lock). The slot holds n still: it is used again only after every
+ * member below posted a fragment a window later, which the one asking has
+ * not.
+ */
+int switchsim__part_again(switchsim_net_t *net, switchsim_group_t *g, uint64_t n,
+                          int member_port);
+
 /* A NET up port: this part's partial to its parent part in another switchsim. */
 agg_status_t switchsim__net_up(void *ctx, uint32_t port, const agg_dp_contrib_t *c);
 

@@ -206,6 +206,45 @@ int switchsim_net_link(switchsim_t *sim, const char *addr)
     return (int)(l - net->links);
 }
 
+int switchsim__part_again(switchsim_net_t *net, switchsim_group_t *g, uint64_t n,
+                          int member_port)
+{
+    agg_dp_seg_t *s = g->view.seg;
+    const agg_dp_node_t *top = agg_dp_node(s, 0);
+    agg_dp_slot_t *slot = agg_dp_slot(s, top, n);
+    uint32_t st = 0, i;
+    int again = 0;
+
+    if (!__atomic_compare_exchange_n(&slot->state, &st, AGG_DP_SLOT_LOCKED, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED)) {
+        return 0; /* in use: the copy is a duplicate, or comes again later */
+    }
+    if (__atomic_load_n(&slot->done, __ATOMIC_RELAXED) == n) {
+        for (i = 0; i < top->num_down; ++i) {
+            uint32_t port = top->down_first + i;
+            uint8_t kind = agg_dp_port(s, port)->kind;
+
+            if (member_port >= 0 ? (int)port == member_port : kind == AGG_DP_PORT_NET) {
+                switchsim__net_down(g, port, slot);
+                again = 1;
+            }
+        }
+    } else if (slot->moved == n && top->up == AGG_DP_UP_NET) {
+        agg_dp_contrib_t c = {
+            .n = n, .desc = slot->desc, .empty = !(slot->flags & AGG_DP_SLOT_FILLED),
+            .status = slot->status, .data = agg_dp_acc(slot), .in_acc = 1,
+        };
+
+        switchsim__net_up(g, top->port, &c);
+        again = 1;
+    }
+    __atomic_store_n(&slot->state, 0, __ATOMIC_RELEASE);
+    if (again) {
+        agg_dp_count(&net->ctr.resent, 1);
+    }
+    return again;
+}
+
 /*
  * A message from another switchsim: a child part's partial (UP), pushed into
  * the node it hangs from, or the result from the parent part (DOWN). 1:
@@ -246,6 +285,11 @@ int switchsim__net_peer(switchsim_net_t *net, switchsim_conn_t *c,
 
         if (node == NULL || m->extra >= g->extra[m->channel]) {
             st = AGG_ERR_INVALID_PARAM;
+        } else if (switchsim__part_seen(g, m->n)) {
+            /* it came again: what went from here on may have been lost */
+            switchsim__part_again(net, g, m->n, -1);
+            agg_dp_count(&net->drv.ctr->duplicates, 1);
+            st = AGG_OK;
         } else {
             st = agg_dp_push(&g->view, m->channel, node->expected - g->extra[m->channel] +
                              m->extra, &in, &net->drv);

@@ -131,33 +131,31 @@ static void switchsim__net_pushed(switchsim_net_t *net, switchsim_group_t *g,
 }
 
 /*
- * A fragment whose result this part published already came again: the
- * member lost the result (or its fragment was thought lost), and gets it
- * again, on the lane it asked on. 1 when so (caller holds sim->lock).
- * The result is still there: the slot is used again only after every
- * member, this one included, posted a fragment a window later.
+ * A member's fragment came again (it sent it again: its result is late): when
+ * this part has it done or sent up, the result or the partial goes again
+ * (switchsim__part_again), on the lane it asked on. 1 when it came again
+ * (a duplicate: taken), 0 the first time (caller holds sim->lock).
  */
 static int switchsim__net_resend(switchsim_net_t *net, switchsim_group_t *g,
                                  const switchsim_conn_t *c, uint64_t n)
 {
     const agg_dp_node_t *top = agg_dp_node(g->view.seg, 0);
-    const agg_dp_slot_t *slot = agg_dp_slot(g->view.seg, top, n);
     uint32_t i;
 
-    if (__atomic_load_n(&slot->done, __ATOMIC_ACQUIRE) != n) {
-        return 0;
+    if (!switchsim__part_seen(g, n)) {
+        return 0; /* the first time: the usual way */
     }
+    agg_dp_count(&net->ctr.duplicates, 1);
     for (i = 0; i < top->num_down; ++i) {
         const agg_dp_port_t *p = agg_dp_port(g->view.seg, top->down_first + i);
 
         if (p->kind == AGG_DP_PORT_MEMBER && p->node == c->channel) {
             switchsim__net_note_lane(g, c, n);
-            switchsim__net_down(g, top->down_first + i, slot);
-            agg_dp_count(&net->ctr.resent, 1);
+            switchsim__part_again(net, g, n, (int)(top->down_first + i));
             return 1;
         }
     }
-    return 0;
+    return 1;
 }
 
 /*

@@ -28,28 +28,41 @@ for _ in $(seq 250); do grep -q : "$TMP/mgr.ready" && break; sleep 0.02; done
 addr=$(head -1 "$TMP/mgr.ready")
 [ -n "$addr" ] || { cat "$TMP/mgr.log"; fail "aggmgr did not start"; }
 
+# start_sim NAME SWITCHES FAULTS: a switchsim on host aggh0, data port on
+# loopback, with those faults; its counters in $TMP/NAME.stats at the end
+start_sim() {
+    AGG_SIM_DATA_ADDR=127.0.0.1:0 AGG_SIM_SWITCHES=$2 AGG_SIM_FAULTS=$3 \
+        unshare --uts -- sh -c 'hostname aggh0 && exec "$@"' sh \
+        "$BIN/switchsim" --am "$addr" --ready-fd 3 --stats-file "$TMP/$1.stats" \
+        3>"$TMP/$1.ready" >"$TMP/$1.sim.log" 2>&1 &
+    sims+=($!)
+    for _ in $(seq 250); do grep -q ready "$TMP/$1.ready" && return; sleep 0.02; done
+    cat "$TMP/$1.sim.log"
+    fail "$1: switchsim did not start"
+}
+
 # run NAME FAULTS [fault_loop arguments] [-- mpirun options]: one switchsim
-# (host aggh0, data port on loopback) with those faults, fault_loop under 4
-# ranks; the switchsim's counters in $TMP/NAME.stats, the job's in NAME.out
+# with those faults (SPLIT=1: two, the spine's and the leaves', each with
+# the faults, linked over TCP), fault_loop under 4 ranks; the leaves'
+# switchsim's counters in $TMP/NAME.stats (the spine's in NAME.spine.stats),
+# the job's output in NAME.out
 run() {
     local name=$1 faults=$2 sim rc=0
     shift 2
     local args=() opts=()
     while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
     [ $# -eq 0 ] || { shift; opts=("$@"); }
-    AGG_SIM_DATA_ADDR=127.0.0.1:0 AGG_SIM_FAULTS=$faults \
-        unshare --uts -- sh -c 'hostname aggh0 && exec "$@"' sh \
-        "$BIN/switchsim" --am "$addr" --ready-fd 3 --stats-file "$TMP/$name.stats" \
-        3>"$TMP/$name.ready" >"$TMP/$name.sim.log" 2>&1 &
-    sim=$!
-    for _ in $(seq 250); do grep -q ready "$TMP/$name.ready" && break; sleep 0.02; done
-    grep -q ready "$TMP/$name.ready" || { cat "$TMP/$name.sim.log"; fail "$name: switchsim did not start"; }
+    sims=()
+    [ "${SPLIT:-0}" = 0 ] || start_sim "$name.spine" name:spine1 "$faults${faults:+ seed 99}"
+    start_sim "$name" all "$faults"
     "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" \
         -x HCOLL_ENABLE_SHARP=3 -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 -x AGG_NET_RESEND_MS=20 \
         "${opts[@]}" "$AS_HOST" aggh 4 "$BIN/fault_loop" "$SECONDS_RUN" "${args[@]}" \
         >"$TMP/$name.out" 2>&1 || rc=$?
-    kill -TERM $sim
-    wait $sim || true
+    for sim in "${sims[@]}"; do
+        kill -TERM $sim
+        wait $sim || true
+    done
     [ $rc = 0 ] || { tail -30 "$TMP/$name.out"; fail "$name: the job failed ($rc)"; }
     line=$(grep '^fault_loop: [0-9]* calls' "$TMP/$name.out") ||
         { cat "$TMP/$name.out"; fail "$name: fault_loop said nothing"; }
@@ -78,6 +91,13 @@ run sat "loss 1% duplicate 1% seed 13" 262144 -- -x SHARP_COLL_ENABLE_SAT=1
 [ "$(stat faults "$TMP/sat.stats")" -gt 0 ] || fail "sat: no fault was injected"
 echo "mean call, 1..4096 int32, 4 ranks over TCP: $(mean clean) us clean," \
      "$(mean lossy) us at 1 % loss and 1 % duplication each way ($(mean in_place) us in place)"
+
+# a tree split over two switchsims: partials and results lost between them too
+SPLIT=1 run split "loss 1% duplicate 1% seed 14" 4096
+lossy split
+[ "$(stat faults "$TMP/split.spine.stats")" -gt 0 ] || fail "split: no fault on the spine's switchsim"
+[ "$(stat resent "$TMP/split.spine.stats")" -gt 0 ] || fail "split: the spine sent nothing again"
+echo "split over two switchsims: $(mean split) us"
 
 run stall "stall 300 at 600" 4096
 w=$(worst stall)

@@ -205,6 +205,19 @@ static void test_duplicates_and_mismatch(void **state)
     assert_int_equal(agg_dp_result(t->view.seg, 5)->status, AGG_OK);
     agg_dp_copy_out(agg_dp_result(t->view.seg, 5), out);
     assert_int_equal(out[0], 3);
+    /* a copy older than what its slot holds (sent again over TCP, late on
+       another lane): a duplicate, whether the slot has begun its fragment
+       (9 uses fragment 1's slot: window 4, 8 slots) or not */
+    assert_int_equal(dp_test_push(t, 0, 9, AGG_DTYPE_INT32, AGG_OP_SUM, a, 4), AGG_OK);
+    assert_int_equal(dp_test_push(t, 1, 1, AGG_DTYPE_INT64, AGG_OP_SUM, b, 4), AGG_OK);
+    assert_int_equal(t->ctr.duplicates, 3);
+    assert_int_equal(dp_test_push(t, 1, 9, AGG_DTYPE_INT32, AGG_OP_SUM, a, 4), AGG_OK);
+    assert_int_equal(dp_test_push(t, 2, 9, AGG_DTYPE_INT32, AGG_OP_SUM, a, 4), AGG_OK);
+    assert_int_equal(agg_dp_result(t->view.seg, 9)->status, AGG_OK);
+    agg_dp_copy_out(agg_dp_result(t->view.seg, 9), out);
+    assert_int_equal(out[2], 9);
+    assert_int_equal(dp_test_push(t, 2, 1, AGG_DTYPE_INT32, AGG_OP_SUM, a, 4), AGG_OK);
+    assert_int_equal(t->ctr.duplicates, 4);
     /* a position past the node's children is refused outright */
     {
         agg_dp_contrib_t c = {.n = 6, .desc.count = 1, .desc.dtype = AGG_DTYPE_INT32, .data = a};

@@ -472,7 +472,9 @@ typedef struct agg_dp_net {
  * Takes a result that came down from the parent part over the network into
  * node 0 of this segment (switchsim's receiving thread): writes the slot,
  * passes it on through node 0's down ports, gives back this part's SAT locks
- * when it is a refused lock, then lets the members read it.
+ * when it is a refused lock, then lets the members read it. A copy of a
+ * result it has (sent again), or of one older than the slot's, changes
+ * nothing (AGG_OK); AGG_ERR_BAD_FRAGMENT: not a fragment this node sent up.
  */
 agg_status_t agg_dp_result_in(agg_dp_view_t *v, const agg_dp_slot_t *hdr, const void *acc);
 
