@@ -32,6 +32,7 @@ static void aggmgr__stats_add(agg_msg_stats_reply_t *sum, const agg_msg_stats_re
     sum->zcopy_bytes += rep->zcopy_bytes;
     sum->faults += rep->faults;
     sum->resent += rep->resent;
+    sum->corrupt += rep->corrupt;
     sum->sat_groups += rep->sat_groups;
     sum->workers += rep->workers;
 }

@@ -115,8 +115,9 @@ agg_status_t agg_fault_parse(agg_fault_t *f, const char *spec, char *why, size_t
             continue;
         }
         if (strcmp(kw, "loss") == 0 || strcmp(kw, "duplicate") == 0 ||
-            strcmp(kw, "kill") == 0) {
-            r.what = kw[0] == 'l' ? AGG_FAULT_LOSS : kw[0] == 'd' ? AGG_FAULT_DUP : AGG_FAULT_KILL;
+            strcmp(kw, "corrupt") == 0 || strcmp(kw, "kill") == 0) {
+            r.what = kw[0] == 'l' ? AGG_FAULT_LOSS : kw[0] == 'd' ? AGG_FAULT_DUP :
+                     kw[0] == 'c' ? AGG_FAULT_CORRUPT : AGG_FAULT_KILL;
         } else if (strcmp(kw, "delay") == 0 || strcmp(kw, "stall") == 0) {
             r.what = AGG_FAULT_HOLD;
             NEXT("milliseconds");
@@ -135,11 +136,11 @@ agg_status_t agg_fault_parse(agg_fault_t *f, const char *spec, char *why, size_t
                 goto add;
             }
         } else {
-            snprintf(why, whylen, "'%s' is not a fault (loss, duplicate, delay, stall, kill, "
-                     "seed, in, out, both)", kw);
+            snprintf(why, whylen, "'%s' is not a fault (loss, duplicate, corrupt, delay, stall, "
+                     "kill, seed, in, out, both)", kw);
             return AGG_ERR_PARSE;
         }
-        NEXT(r.what == AGG_FAULT_LOSS || r.what == AGG_FAULT_DUP ? "a percentage or 'at N'"
+        NEXT(r.what != AGG_FAULT_KILL && r.what != AGG_FAULT_HOLD ? "a percentage or 'at N'"
                                                                  : "'at N'");
         if (strcmp(words[i], "at") == 0) {
             NEXT("a message number");
@@ -147,12 +148,12 @@ agg_status_t agg_fault_parse(agg_fault_t *f, const char *spec, char *why, size_t
                 snprintf(why, whylen, "%s at '%s': not a message number from 1", kw, words[i]);
                 return AGG_ERR_PARSE;
             }
-        } else if ((r.what == AGG_FAULT_LOSS || r.what == AGG_FAULT_DUP) &&
+        } else if ((r.what != AGG_FAULT_KILL && r.what != AGG_FAULT_HOLD) &&
                    (v = agg__fault_percent(words[i])) >= 0) {
             r.ppm = (uint32_t)v;
         } else {
             snprintf(why, whylen, "%s '%s': %s", kw, words[i],
-                     r.what == AGG_FAULT_LOSS || r.what == AGG_FAULT_DUP
+                     r.what != AGG_FAULT_KILL && r.what != AGG_FAULT_HOLD
                          ? "not a percentage from 0% to 100% nor 'at N'" : "wants 'at N'");
             return AGG_ERR_PARSE;
         }

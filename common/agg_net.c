@@ -11,8 +11,23 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <isa-l/crc.h>
+
 #include "agg/log.h"
 #include "agg/sock.h"
+
+uint32_t agg_net_csum(const agg_net_msg_t *m, const void *data)
+{
+    agg_net_msg_t h = *m;
+    uint32_t crc;
+
+    h.csum = 0;
+    crc    = crc32_iscsi((unsigned char *)&h, sizeof(h), 0xffffffffu);
+    if (m->bytes > 0 && data != NULL) {
+        crc = crc32_iscsi((unsigned char *)data, (int)m->bytes, crc);
+    }
+    return crc;
+}
 
 agg_status_t agg_net_ep_format(agg_wire_endpoint_t *ep, const char *addr, uint32_t group_id,
                                uint32_t tree, uint32_t part)
@@ -58,11 +73,13 @@ agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, cha
 agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms,
                           int (*readable)(void *arg), void *arg)
 {
-    struct iovec iov[2] = {{(void *)m, sizeof(*m)}, {(void *)data, m->bytes}};
+    agg_net_msg_t h = *m;
+    struct iovec iov[2] = {{&h, sizeof(h)}, {(void *)data, m->bytes}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = m->bytes > 0 ? 2 : 1};
     int64_t deadline = -1;
     ssize_t rc;
 
+    agg_net_seal(&h, data);
     for (;;) {
         rc = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (rc > 0) {

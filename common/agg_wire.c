@@ -150,6 +150,7 @@ void agg_wire_stats_print(const agg_msg_stats_reply_t *s, void *file)
         {"duplicates", s->duplicates},         {"locks_granted", s->locks_granted},
         {"locks_busy", s->locks_busy},         {"zcopy_bytes", s->zcopy_bytes},
         {"faults", s->faults},                 {"resent", s->resent},
+        {"corrupt", s->corrupt},
         {"groups", s->groups},                 {"sat_groups", s->sat_groups},
         {"groups_total", s->groups_total},     {"workers", s->workers},
     };

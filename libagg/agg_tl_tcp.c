@@ -131,6 +131,7 @@ static agg_status_t agg__tl_tcp_join(agg_context_t *ctx, agg__tl_tcp_t *t, uint3
         st = agg_sock_recv_all(fd, &reply, sizeof(reply), ctx->connect_timeout_ms);
     }
     if (st == AGG_OK && (reply.magic != AGG_NET_MAGIC || reply.type != AGG_NET_HELLO ||
+                         !agg_net_intact(&reply, NULL) ||
                          reply.bytes != 0)) {
         st = AGG_ERR_PROTOCOL;
     }
@@ -374,7 +375,13 @@ static int agg__tl_tcp_drain_lane(agg__tl_tcp_t *t, agg__tl_tcp_lane_t *ln)
             }
         }
         if (ln->rx_dst != NULL && ln->rx_got == sizeof(ln->rx) + ln->rx.bytes &&
-            ln->rx_discard) {
+            (ln->rx_discard || !agg_net_intact(&ln->rx, ln->rx_dst))) {
+            if (!ln->rx_discard) {
+                /* taken for lost: the fragment goes again and its result comes again
+                   (what landed in the caller's buffer is written over then) */
+                agg_debug("group %u: result %llu does not match its checksum",
+                          t->hello.group_id, (unsigned long long)ln->rx.n);
+            }
             ln->rx_dst     = NULL;
             ln->rx_got     = 0;
             ln->rx_discard = 0;

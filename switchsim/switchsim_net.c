@@ -18,14 +18,21 @@
 #include "agg/reduce.h"
 #include "agg/sock.h"
 
-/* A result's accumulators narrowed to the wire type as it starts going out. */
+/* A result's accumulators narrowed to the wire type as it starts going out, and sealed. */
 static void switchsim__narrow(agg_txq_t *q, agg_txe_t *e)
 {
     agg_net_msg_t m;
 
+    uint32_t spoil;
+
     memcpy(&m, e->hdr, sizeof(m));
     agg_narrow_fn(m.desc.dtype)(q->scratch, e->data, m.desc.count);
     e->data = q->scratch;
+    spoil   = m.pad; /* switchsim__txq_send */
+    m.pad   = 0;
+    agg_net_seal(&m, e->data);
+    m.pad = spoil;
+    memcpy(e->hdr, &m, sizeof(m));
 }
 
 /* A queue for a socket whose results may be narrowed into narrow_cap bytes. */
@@ -94,7 +101,8 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
     if (st != AGG_OK) {
         return st;
     }
-    if (hello.magic != AGG_NET_MAGIC || hello.type != AGG_NET_HELLO || hello.bytes != 0) {
+    if (hello.magic != AGG_NET_MAGIC || hello.type != AGG_NET_HELLO || hello.bytes != 0 ||
+        !agg_net_intact(&hello, NULL)) {
         agg_warn("data connection from %s: not a HELLO of this stack (magic 0x%08x)",
                  c->peer, hello.magic);
         return AGG_ERR_PROTOCOL;
@@ -331,7 +339,7 @@ int switchsim__net_fault_out(switchsim_net_t *net)
                                                      __ATOMIC_RELAXED));
         raise(SIGKILL);
     }
-    return what & AGG_FAULT_LOSS ? 1 : what & AGG_FAULT_DUP ? 2 : 0;
+    return what & AGG_FAULT_LOSS ? 1 : what & AGG_FAULT_DUP ? 2 : what & AGG_FAULT_CORRUPT ? 3 : 0;
 }
 
 /* A member's or a peer's connection: results out, fragments in. */

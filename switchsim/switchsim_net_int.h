@@ -85,6 +85,7 @@ typedef struct switchsim_conn {
     uint64_t        held_until; /* sim_faults: not read until then (ms, monotonic); 0 none */
     unsigned        fault;      /* sim_faults: what befalls the head message (AGG_FAULT_*) */
     int             fault_set;  /* `fault` is decided for the head message */
+    int             corrupt_said; /* a message failing its checksum was logged */
     /* a fragment read straight into its slot's accumulator (agg_dp_claim) */
     agg_net_msg_t   dm;         /* its header */
     uint8_t        *dst;        /* where its data go; NULL: none */
@@ -130,11 +131,26 @@ struct switchsim_net {
 };
 
 
-/* Sends a message through a socket's queue (caller holds the queue's lock). */
+/* switchsim__txq_send's how */
+#define SWITCHSIM_TX_NARROW 0x1 /* the data are accumulators to narrow to the wire type */
+#define SWITCHSIM_TX_SPOIL  0x2 /* sim_faults' corrupt: it goes with pad 1, failing its checksum */
+
+/*
+ * Sends a message through a socket's queue (caller holds the queue's lock),
+ * sealed: now, or, for a result to narrow, once narrowed (switchsim__narrow).
+ */
 static inline agg_status_t switchsim__txq_send(agg_txq_t *q, int fd, const agg_net_msg_t *m,
-                                               const void *data, int narrow)
+                                               const void *data, unsigned how)
 {
-    return agg_txq_send(q, fd, m, sizeof(*m), data, m->bytes, narrow ? AGG_TXQ_PREP : 0);
+    agg_net_msg_t h = *m;
+
+    h.pad = 0;
+    if (!(how & SWITCHSIM_TX_NARROW)) {
+        agg_net_seal(&h, data);
+    }
+    h.pad = (how & SWITCHSIM_TX_SPOIL) ? 1 : 0;
+    return agg_txq_send(q, fd, &h, sizeof(h), data, h.bytes,
+                        (how & SWITCHSIM_TX_NARROW) ? AGG_TXQ_PREP : 0);
 }
 
 /* ---- the port (switchsim_net.c): the loop, joining, the send queues ----- */
@@ -147,7 +163,7 @@ void switchsim__conn_hold(switchsim_net_t *net, switchsim_conn_t *c, uint32_t ms
 
 /*
  * sim_faults on a message going out: 0 send it, 1 lost (send nothing), 2
- * send it twice. Any thread.
+ * send it twice, 3 send it spoilt (SWITCHSIM_TX_SPOIL). Any thread.
  */
 int switchsim__net_fault_out(switchsim_net_t *net);
 

@@ -60,7 +60,7 @@ static void switchsim__link_send(switchsim_net_t *net, int li, const agg_net_msg
     }
     pthread_mutex_lock(&l->lock);
     if (l->fd >= 0) {
-        st = switchsim__txq_send(&l->txq, l->fd, m, data, 0);
+        st = switchsim__txq_send(&l->txq, l->fd, m, data, fault == 3 ? SWITCHSIM_TX_SPOIL : 0);
         if (st == AGG_OK && fault == 2) {
             st = switchsim__txq_send(&l->txq, l->fd, m, data, 0);
         }
@@ -186,6 +186,7 @@ int switchsim_net_link(switchsim_t *sim, const char *addr)
         st = agg_sock_recv_all(fd, &reply, sizeof(reply), timeout);
     }
     if (st == AGG_OK && (reply.magic != AGG_NET_MAGIC || reply.type != AGG_NET_HELLO ||
+                         !agg_net_intact(&reply, NULL) ||
                          reply.status != AGG_OK)) {
         st = reply.magic == AGG_NET_MAGIC && reply.status != AGG_OK ? reply.status :
                                                                        AGG_ERR_PROTOCOL;

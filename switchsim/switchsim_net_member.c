@@ -31,6 +31,7 @@ agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_slot_t *
     const void *data = NULL;
     switchsim_conn_t *c;
     int narrow = 0, fault;
+    unsigned how;
 
     if (p->kind == AGG_DP_PORT_NET && net != NULL) {
         return switchsim__net_down_part(g, port, slot);
@@ -69,8 +70,9 @@ agg_status_t switchsim__net_down(void *ctx, uint32_t port, const agg_dp_slot_t *
         pthread_mutex_unlock(&c->tx_lock);
         return AGG_OK; /* lost on the way */
     }
-    if (switchsim__txq_send(&c->txq, c->fd, &m, data, narrow) != AGG_OK ||
-        (fault == 2 && switchsim__txq_send(&c->txq, c->fd, &m, data, narrow) != AGG_OK)) {
+    how = (narrow ? SWITCHSIM_TX_NARROW : 0) | (fault == 3 ? SWITCHSIM_TX_SPOIL : 0);
+    if (switchsim__txq_send(&c->txq, c->fd, &m, data, how) != AGG_OK ||
+        (fault == 2 && switchsim__txq_send(&c->txq, c->fd, &m, data, how) != AGG_OK)) {
         /* the receiving thread sees the hang-up and frees the connection */
         agg_warn("group %u: result %llu to %s not sent: %s", g->id, (unsigned long long)m.n,
                  c->peer, errno == 0 ? "its queue is full" : strerror(errno));
@@ -203,6 +205,39 @@ static int switchsim__net_push(switchsim_net_t *net, switchsim_conn_t *c,
 }
 
 /*
+ * sim_faults' corrupt: one bit of a whole message flipped, anywhere but in
+ * its magic and length (a stream whose framing is lost cannot be read on),
+ * where the message's own number says.
+ */
+static void switchsim__net_corrupt(uint8_t *msg)
+{
+    agg_net_msg_t m;
+    size_t span, pos;
+
+    memcpy(&m, msg, sizeof(m));
+    span = sizeof(m) - 8 + m.bytes;
+    pos  = (size_t)((m.n * 0x9e3779b97f4a7c15ull + m.channel) >> 11) % span;
+    pos += pos < offsetof(agg_net_msg_t, bytes) - 4 ? 4 : 8; /* past magic; past bytes */
+    msg[pos] ^= (uint8_t)(1u << (m.n % 8));
+}
+
+/*
+ * A message that does not match its checksum: taken for lost (its sender
+ * sends it again), said once per connection, counted as `corrupt`.
+ */
+static void switchsim__net_bad_csum(switchsim_net_t *net, switchsim_conn_t *c,
+                                    const agg_net_msg_t *m)
+{
+    agg_dp_count(&net->ctr.corrupt, 1);
+    if (!c->corrupt_said) {
+        c->corrupt_said = 1;
+        agg_warn("data connection from %s: a message (type %u, fragment %llu) does not match "
+                 "its checksum: taken for lost (said once per connection; switchsim's "
+                 "`corrupt` counts them)", c->peer, m->type, (unsigned long long)m->n);
+    }
+}
+
+/*
  * A large fragment from a member, header in, data partly: when it is the only
  * one its slot waits for, claims the slot and moves the data in so far to the
  * accumulator; the rest is read there (switchsim__net_direct), one copy
@@ -291,7 +326,13 @@ static int switchsim__net_direct(switchsim_net_t *net, switchsim_conn_t *c, cons
         agg_dp_unclaim(&g->view, leaf, c->dm.n);
         c->dst = NULL;
         r      = -1;
-    } else if (rc > 0 && (c->dst_got += (size_t)rc) == c->dm.bytes) {
+    } else if (rc > 0 && (c->dst_got += (size_t)rc) == c->dm.bytes &&
+               !agg_net_intact(&c->dm, c->dst)) {
+        switchsim__net_bad_csum(net, c, &c->dm); /* lost: the slot waits for it again */
+        agg_dp_unclaim(&g->view, leaf, c->dm.n);
+        c->dst = NULL;
+        r      = 1;
+    } else if (rc > 0 && c->dst_got == c->dm.bytes) {
         switchsim__net_contrib(c, &c->dm, &in); /* checked at the claim */
         net->drv.work_seen = g->net_work_seen;
         net->drv.work_seg  = g->view.seg;
@@ -311,7 +352,7 @@ static int switchsim__net_direct(switchsim_net_t *net, switchsim_conn_t *c, cons
  * when it is lost or held (c->held_until set), 0 when it goes on (perhaps
  * twice: c->fault).
  */
-static int switchsim__net_fault_in(switchsim_net_t *net, switchsim_conn_t *c)
+static int switchsim__net_fault_in(switchsim_net_t *net, switchsim_conn_t *c, uint8_t *msg)
 {
     uint32_t ms;
 
@@ -320,6 +361,9 @@ static int switchsim__net_fault_in(switchsim_net_t *net, switchsim_conn_t *c)
         c->fault_set = 1;
         if (c->fault != 0) {
             agg_dp_count(&net->ctr.faults, 1);
+        }
+        if (c->fault & AGG_FAULT_CORRUPT) {
+            switchsim__net_corrupt(msg);
         }
         if (c->fault & AGG_FAULT_KILL) {
             agg_warn("sim_faults: killed at message %llu in",
@@ -405,11 +449,18 @@ static int switchsim__net_read(switchsim_net_t *net, switchsim_conn_t *c, int re
             }
             break;
         }
-        if (net->faults.num > 0 && switchsim__net_fault_in(net, c)) {
+        if (net->faults.num > 0 && switchsim__net_fault_in(net, c, c->rx + off)) {
             if (c->held_until != 0) {
                 break; /* held: this message waits, and what follows it */
             }
             c->fault_set = 0; /* lost */
+            off += sizeof(m) + m.bytes;
+            continue;
+        }
+        memcpy(&m, c->rx + off, sizeof(m)); /* as it is now (sim_faults may corrupt it) */
+        if (!agg_net_intact(&m, c->rx + off + sizeof(m))) {
+            switchsim__net_bad_csum(net, c, &m);
+            c->fault_set = 0;
             off += sizeof(m) + m.bytes;
             continue;
         }

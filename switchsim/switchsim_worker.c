@@ -205,5 +205,6 @@ void switchsim_stats_reply(switchsim_t *sim, agg_msg_stats_reply_t *rep)
     rep->zcopy_bytes       = s.zcopy_bytes;
     rep->faults            = s.faults;
     rep->resent            = s.resent;
+    rep->corrupt           = s.corrupt;
     rep->workers           = sim->num_workers;
 }

@@ -4,9 +4,10 @@
 # name of its own (a UTS namespace: tests/e2e/as_host.sh) so that they reach
 # the switchsim over TCP, checked allreduces at HCOLL_ENABLE_SHARP=3 (no
 # host path to hide behind). With 1 % of the messages lost and 1 % sent
-# twice each way, every result is right and no call fails: a rank sends a
-# fragment again when its result is late (AGG_NET_RESEND_MS), switchsim
-# takes a fragment once and sends the result it has again. Out of place, in
+# twice each way, or 1 % corrupted (each message carries a CRC32C), every
+# result is right and no call fails: a rank sends a fragment again when its
+# result is late (AGG_NET_RESEND_MS), switchsim takes a fragment once and
+# sends the result it has again; a message failing its checksum is lost. Out of place, in
 # place, on the SAT; a connection stalled 300 ms costs that call 300 ms; a
 # malformed sim_faults stops switchsim with a message saying what is wrong.
 # Prints the mean call time with and without the faults.
@@ -86,6 +87,11 @@ run lossy "loss 1% duplicate 1% seed 11" 4096
 lossy lossy
 run in_place "loss 1% duplicate 1% seed 12" 4096 in-place
 lossy in_place
+run corrupt "corrupt 1% seed 15" 4096
+[ "$(stat corrupt "$TMP/corrupt.stats")" -gt 0 ] || fail "corrupt: no message failed its checksum"
+[ "$(stat resent "$TMP/corrupt.stats")" -gt 0 ] || fail "corrupt: no result was sent again"
+grep -q "does not match its checksum: taken for lost" "$TMP/corrupt.sim.log" ||
+    fail "corrupt: switchsim did not say so"
 run sat "loss 1% duplicate 1% seed 13" 262144 -- -x SHARP_COLL_ENABLE_SAT=1
 [ "$(stat sat_chunks_in "$TMP/sat.stats")" -gt 0 ] || fail "sat: no SAT chunk"
 [ "$(stat faults "$TMP/sat.stats")" -gt 0 ] || fail "sat: no fault was injected"

@@ -44,6 +44,11 @@ static void test_parse(void **state)
     assert_int_equal(f.rule[1].dirs, 1u << AGG_FAULT_OUT);
     assert_int_equal(f.rule[2].what, AGG_FAULT_KILL);
     assert_int_equal(f.rule[2].dirs, 3);
+    assert_int_equal(agg_fault_parse(&f, "out corrupt 0.1% in corrupt at 4", why, sizeof(why)),
+                     AGG_OK);
+    assert_int_equal(f.rule[0].what, AGG_FAULT_CORRUPT);
+    assert_int_equal(f.rule[0].ppm, 1000);
+    assert_int_equal(f.rule[1].at, 4);
     /* a delay with no share delays every message */
     assert_int_equal(agg_fault_parse(&f, "delay 3", why, sizeof(why)), AGG_OK);
     assert_int_equal(f.rule[0].ppm, 1000000);
@@ -66,6 +71,7 @@ static void test_parse_errors(void **state)
         {"stall 100", "wants 'at N'"},
         {"stall 100 5%", "wants 'at N'"},
         {"kill 5%", "wants 'at N'"},
+        {"corrupt", "'corrupt' wants a percentage or 'at N'"},
         {"seed 0", "seed '0' is not a number from 1"},
     };
     agg_fault_t f = {.num = 77};

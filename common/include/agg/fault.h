@@ -2,8 +2,9 @@
  * Faults injected on purpose (switchsim's sim_faults), so that every test of
  * a lossy or broken network is repeatable. A spec reads like tc-netem's:
  *
- *   [in|out|both] loss P% | duplicate P% | delay T [P%] | stall T at N |
- *   loss at N | duplicate at N | kill at N | seed S
+ *   [in|out|both] loss P% | duplicate P% | corrupt P% | delay T [P%] |
+ *   stall T at N | loss at N | duplicate at N | corrupt at N | kill at N |
+ *   seed S
  *
  * P a percentage (decimals allowed), T milliseconds ("5" or "5ms"), N the
  * N-th message (from 1) going that way through the data port: `in` what it
@@ -11,6 +12,8 @@
  * what it sends (results, partials); `both` (the default) either. A
  * direction word applies to the rules after it. `delay` holds a message
  * (and, TCP being in order, what follows it on its connection) T ms;
+ * `corrupt` flips a bit of a message read (not of its magic or length:
+ * its framing stays) and spoils the checksum of one sent;
  * `stall` holds the connection of the N-th message T ms; `kill` ends the
  * process (SIGKILL) as that message comes. Whether a message meets a
  * probability rule depends only on the seed, the direction, the rule and
@@ -33,6 +36,7 @@ enum { AGG_FAULT_IN = 0, AGG_FAULT_OUT = 1 };
 #define AGG_FAULT_DUP   0x02u
 #define AGG_FAULT_HOLD  0x04u /* delay or stall: *hold_ms */
 #define AGG_FAULT_KILL  0x08u
+#define AGG_FAULT_CORRUPT 0x10u /* in: a bit flipped; out: sent with a wrong checksum */
 
 typedef struct agg_fault_rule {
     uint8_t  what;  /* one AGG_FAULT_* */

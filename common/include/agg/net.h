@@ -14,11 +14,15 @@
  * part's partial result, to its parent part) and DOWN (the result, to a
  * child part); those carry accumulator elements (16-bit floats widened).
  *
- * Every message is one 64-byte agg_net_msg_t followed by `bytes` of data:
+ * Every message is one 72-byte agg_net_msg_t followed by `bytes` of data:
  * a PUSH carries the rank's elements in their wire type, a RESULT the
  * result narrowed to the wire type (count elements). Header fields and
  * elements are little-endian, the byte order of every host this runs on; a
- * peer whose magic reads byte-swapped is refused at HELLO.
+ * peer whose magic reads byte-swapped is refused at HELLO. `csum` is the
+ * CRC32C (ISA-L's crc32_iscsi) of the header, csum read as 0, and then of
+ * the data: a message that does not match it is taken for lost (the
+ * member sends its fragment again), since its length may be all that is
+ * right in it; a HELLO that does not match is refused.
  *
  * tests/unit/test_wire.c pins the layout.
  */
@@ -32,7 +36,7 @@
 #include "agg/status.h"
 #include "agg/wire.h"
 
-#define AGG_NET_MAGIC 0x324e4741u /* "AGN2": the layout below (AGNT before the fragment desc) */
+#define AGG_NET_MAGIC 0x334e4741u /* "AGN3": the layout below (AGN2 before the checksum) */
 
 typedef enum agg_net_type {
     AGG_NET_HELLO  = 1, /* rank -> switchsim: join; switchsim -> rank: status */
@@ -76,6 +80,8 @@ typedef struct agg_net_msg {
     uint32_t off;      /* ALLGATHER PUSH: the data are elements off .. off + len */
     uint32_t len;
     uint32_t bytes;    /* data bytes that follow */
+    uint32_t csum;     /* CRC32C of the header (this field as 0) and the data */
+    uint32_t pad;      /* 0 */
 } agg_net_msg_t;
 
 /* Where a member reaches a group's part over TCP: "host:port/g<group>/t<tree>/p<part>". */
@@ -97,7 +103,8 @@ agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, cha
 
 /*
  * Sends a message and its data (one sendmsg when the socket takes it all),
- * waiting at most timeout_ms for room; the socket may be non-blocking.
+ * sealed (its csum set), waiting at most timeout_ms for room; the socket
+ * may be non-blocking.
  * While it waits, `readable` (when not NULL) is called whenever the socket
  * has something to read, and every 10 ms besides (it may read other sockets
  * of the same peer), so a peer that answers on the same connection is never
@@ -106,6 +113,19 @@ agg_status_t agg_net_ep_parse(const void *buf, size_t len, agg_net_ep_t *ep, cha
  */
 agg_status_t agg_net_send(int fd, const agg_net_msg_t *m, const void *data, int timeout_ms,
                           int (*readable)(void *arg), void *arg);
+
+/* The checksum a message with these data should carry (m->bytes of them). */
+uint32_t agg_net_csum(const agg_net_msg_t *m, const void *data);
+
+static inline void agg_net_seal(agg_net_msg_t *m, const void *data)
+{
+    m->csum = agg_net_csum(m, data);
+}
+
+static inline int agg_net_intact(const agg_net_msg_t *m, const void *data)
+{
+    return m->csum == agg_net_csum(m, data);
+}
 
 /* Larger socket buffers and no Nagle delay: a window of fragments fits in flight. */
 void agg_net_tune(int fd);

@@ -28,7 +28,7 @@
 
 struct agg_loop;
 
-#define AGG_TXQ_HDR_MAX 64
+#define AGG_TXQ_HDR_MAX 72
 
 /* agg_txq_send flags */
 #define AGG_TXQ_COPY 0x1u /* the data are the caller's only for the call */

@@ -308,6 +308,7 @@ typedef struct agg_msg_stats_reply {
     uint64_t zcopy_bytes;        /* bytes read/written straight in rank memory */
     uint64_t faults;             /* messages met by an injected fault (sim_faults) */
     uint64_t resent;             /* results sent again to a member that sent its fragment again */
+    uint64_t corrupt;            /* messages that failed their checksum (taken for lost) */
     uint32_t sat_groups;         /* SAT groups configured now */
     uint32_t workers;            /* reduction threads */
 } agg_msg_stats_reply_t;
@@ -348,7 +349,7 @@ typedef enum agg_tree_type {
 #define AGG_FMT_GROUP_CREATE_REPLY "llll"
 #define AGG_FMT_GROUP_TREE         "llllllllq"
 #define AGG_FMT_MEMBER_EP          "llq"
-#define AGG_FMT_STATS_REPLY        "llqqqqqqqqqqqqqqqll"
+#define AGG_FMT_STATS_REPLY        "llqqqqqqqqqqqqqqqqll"
 
 /* Bytes a layout covers. */
 size_t agg_wire_fmt_size(const char *fmt);

@@ -170,7 +170,8 @@ typedef struct agg_dp_counters {
     uint64_t zcopy_bytes;      /* bytes moved straight from/to rank buffers (CMA) */
     uint64_t faults;           /* messages met by an injected fault (sim_faults) */
     uint64_t resent;           /* results sent again: a member sent its fragment again */
-    uint64_t reserved[3];
+    uint64_t corrupt;          /* messages that failed their checksum (taken for lost) */
+    uint64_t reserved[2];
 } agg_dp_counters_t;
 
 /*
