@@ -164,8 +164,13 @@ void agg__request_abandon(agg_request_t *req, agg_status_t why)
  * member 0's second...): in vector order the member whose block is being
  * gathered copies in while the others only wait to copy out (or, for a
  * reduce-scatter, only it copies out), block after block; in turns every
- * member does its share at once. Staged device buffers keep vector order
- * (their chunks are staged in it).
+ * member does its share at once. Blocks smaller than an LLT fragment keep
+ * vector order: in turns each would be a fragment of its own (8 ranks, 64 B
+ * to 8 KiB: 14-17 us against 4-11 in vector order on the 16-core host). On
+ * the SAT, blocks from that size go in turns too, a chunk each at most:
+ * a call of one chunk would not pipeline (8 ranks, 128 KiB allgather: 34 us
+ * in turns, 81-87 as one chunk).
+ * Staged device buffers keep vector order (their chunks are staged in it).
  */
 static void agg__request_route(agg_request_t *req, agg__group_t *grp)
 {
@@ -177,7 +182,8 @@ static void agg__request_route(agg_request_t *req, agg__group_t *grp)
     req->per_frag = grp->payload / req->esize;
     req->nfrags   = (req->total + req->per_frag - 1) / req->per_frag;
     req->turns    = 0;
-    if (req->block > 0 && req->comm->size > 1 && req->stage.gd == NULL) {
+    if (req->block * req->esize >= req->comm->llt.payload && req->comm->size > 1 &&
+        req->stage.gd == NULL) {
         req->turns  = (req->block + req->per_frag - 1) / req->per_frag;
         req->nfrags = req->turns * (size_t)req->comm->size;
     }

@@ -275,5 +275,5 @@ case $what in
 esac
 printf '%s\n' "---- summary ($what) ----" "${summary[@]}" | tee -a "$out/summary.txt"
 # one file back for every log (the device tool returns at most 8 files)
-tar czf "$out/gpu-logs-$what.tgz" -C "$logs" . && rm -rf "$logs"
+tar czf "$out/gpu-logs-${what//+/_}.tgz" -C "$logs" . && rm -rf "$logs" # (a + in a name does not come back)
 exit $failed
