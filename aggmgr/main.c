@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "agg/log.h"
+#include "agg/sock.h"
 #include "aggmgr.h"
 
 extern char **environ;
@@ -100,7 +100,6 @@ int main(int argc, char **argv)
     static aggmgr_t am;
     const char *topology = NULL, *fat_tree = NULL, *listen_addr = NULL;
     struct sigaction sa = {0};
-    struct rlimit nofile;
     int ready_fd = -1, print_topo = 0, c, port, rc = 1;
     char err[512], ready[300];
 
@@ -165,11 +164,7 @@ int main(int argc, char **argv)
     aggmgr_resources_init(&am);
 
     /* a descriptor for every connection it may keep, where the hard limit allows */
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < AGGMGR_MAX_CONNS + 64) {
-        nofile.rlim_cur = nofile.rlim_max < AGGMGR_MAX_CONNS + 64 ? nofile.rlim_max
-                                                                  : AGGMGR_MAX_CONNS + 64;
-        setrlimit(RLIMIT_NOFILE, &nofile);
-    }
+    agg_sock_fd_limit(AGGMGR_MAX_CONNS + 64);
     sa.sa_handler = aggmgr_on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);

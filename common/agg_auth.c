@@ -389,30 +389,41 @@ static agg_status_t agg__auth_check_key(agg__auth_io_t *io, const agg_auth_t *a)
     return AGG_OK;
 }
 
-agg_status_t agg_auth_server(int fd, const agg_auth_t *a, int timeout_ms, char *why,
-                             size_t whylen)
+agg_status_t agg_auth_server_challenge(int fd, const agg_auth_t *a, int timeout_ms,
+                                       uint8_t nonce[AGG_AUTH_NONCE_LEN], char *why,
+                                       size_t whylen)
 {
     agg__auth_io_t io = {fd, agg_time_ms() + timeout_ms, why, whylen};
     agg_auth_challenge_t ch = {.version = AGG_AUTH_VERSION};
-    agg_auth_verdict_t vd   = {.status = AGG_AUTH_REFUSE};
-    uint8_t want[AGG_AUTH_MAC_LEN];
-    agg_auth_response_t rsp;
     agg_status_t st;
-    int ok;
 
     memcpy(ch.magic, AGG_AUTH_MAGIC, 4);
     if ((st = agg__auth_check_key(&io, a)) != AGG_OK ||
-        (st = agg__auth_nonce(&io, ch.nonce)) != AGG_OK ||
-        (st = agg__auth_xfer(&io, 1, &ch, sizeof(ch), "challenge")) != AGG_OK ||
-        (st = agg__auth_xfer(&io, 0, &rsp, sizeof(rsp), "client's proof")) != AGG_OK ||
-        (st = agg__auth_check_hdr(&io, rsp.magic, rsp.version, "client")) != AGG_OK) {
+        (st = agg__auth_nonce(&io, ch.nonce)) != AGG_OK) {
         return st;
     }
-    agg__auth_proof(a, "client", ch.nonce, rsp.nonce, want);
-    ok = agg__auth_equal(want, rsp.proof, sizeof(want));
+    memcpy(nonce, ch.nonce, AGG_AUTH_NONCE_LEN);
+    return agg__auth_xfer(&io, 1, &ch, sizeof(ch), "challenge");
+}
+
+agg_status_t agg_auth_server_verdict(int fd, const agg_auth_t *a, int timeout_ms,
+                                     const uint8_t nonce[AGG_AUTH_NONCE_LEN],
+                                     const agg_auth_response_t *rsp, char *why, size_t whylen)
+{
+    agg__auth_io_t io = {fd, agg_time_ms() + timeout_ms, why, whylen};
+    agg_auth_verdict_t vd = {.status = AGG_AUTH_REFUSE};
+    uint8_t want[AGG_AUTH_MAC_LEN];
+    agg_status_t st;
+    int ok;
+
+    if ((st = agg__auth_check_hdr(&io, rsp->magic, rsp->version, "client")) != AGG_OK) {
+        return st;
+    }
+    agg__auth_proof(a, "client", nonce, rsp->nonce, want);
+    ok = agg__auth_equal(want, rsp->proof, sizeof(want));
     if (ok) {
         vd.status = AGG_AUTH_ACCEPT;
-        agg__auth_proof(a, "server", rsp.nonce, ch.nonce, vd.proof);
+        agg__auth_proof(a, "server", rsp->nonce, nonce, vd.proof);
     }
     /* a refused client is told so, rather than left to time out */
     st = agg__auth_xfer(&io, 1, &vd, sizeof(vd), "verdict");
@@ -421,6 +432,23 @@ agg_status_t agg_auth_server(int fd, const agg_auth_t *a, int timeout_ms, char *
         return AGG_ERR_AUTH;
     }
     return st;
+}
+
+agg_status_t agg_auth_server(int fd, const agg_auth_t *a, int timeout_ms, char *why,
+                             size_t whylen)
+{
+    agg__auth_io_t io = {fd, agg_time_ms() + timeout_ms, why, whylen};
+    uint8_t nonce[AGG_AUTH_NONCE_LEN];
+    agg_auth_response_t rsp;
+    agg_status_t st = agg_auth_server_challenge(fd, a, timeout_ms, nonce, why, whylen);
+    int64_t left;
+
+    if (st == AGG_OK) {
+        st = agg__auth_xfer(&io, 0, &rsp, sizeof(rsp), "client's proof");
+    }
+    left = io.deadline - agg_time_ms();
+    return st != AGG_OK ? st : agg_auth_server_verdict(fd, a, left > 0 ? (int)left : 0, nonce,
+                                                       &rsp, why, whylen);
 }
 
 agg_status_t agg_auth_client(int fd, const agg_auth_t *a, int timeout_ms, char *why,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -408,4 +409,14 @@ agg_status_t agg_sock_addr_parse(const char *addr, char *host, size_t hostlen, i
         *port = (int)val;
     }
     return AGG_OK;
+}
+
+void agg_sock_fd_limit(unsigned want)
+{
+    struct rlimit nofile;
+
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < want) {
+        nofile.rlim_cur = nofile.rlim_max < want ? nofile.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
 }

@@ -52,8 +52,8 @@ void switchsim__conn_close(switchsim_net_t *net, switchsim_conn_t *c, const char
         agg_info("data connection from %s (group %u channel %u) closed: %s", c->peer,
                  c->group_id, c->channel, why);
     }
-    if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_LIVE) {
-        agg_loop_del(net->loop, c->fd, c);
+    if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != SWITCHSIM_CONN_FREE) {
+        agg_loop_del(net->loop, c->fd, c); /* joining or live: watched */
     }
     pthread_mutex_lock(&c->tx_lock);
     close(c->fd);
@@ -79,28 +79,17 @@ void switchsim_net_group_init(switchsim_t *sim, switchsim_group_t *g)
 
 /* ---- joining ------------------------------------------------------------ */
 
-/* Auth (off loopback) and HELLO on a new connection; the answer says why not. */
-static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *c, int timeout)
+/* A new connection's HELLO, read whole: the answer says why not. */
+static agg_status_t switchsim__net_hello(switchsim_net_t *net, switchsim_conn_t *c,
+                                         const agg_net_msg_t *hm, int timeout)
 {
     switchsim_t *sim = net->sim;
-    agg_net_msg_t hello, reply = {.magic = AGG_NET_MAGIC, .type = AGG_NET_HELLO};
+    agg_net_msg_t hello = *hm, reply = {.magic = AGG_NET_MAGIC, .type = AGG_NET_HELLO};
     switchsim_group_t *g;
-    char why[256];
     size_t need;
     uint32_t lanes, slot;
     agg_status_t st;
 
-    if (c->off_loopback) {
-        st = agg_auth_server(c->fd, &net->auth, timeout, why, sizeof(why));
-        if (st != AGG_OK) {
-            agg_warn("data connection from %s refused: %s", c->peer, why);
-            return st;
-        }
-    }
-    st = agg_sock_recv_all(c->fd, &hello, sizeof(hello), timeout);
-    if (st != AGG_OK) {
-        return st;
-    }
     if (hello.magic != AGG_NET_MAGIC || hello.type != AGG_NET_HELLO || hello.bytes != 0 ||
         !agg_net_intact(&hello, NULL)) {
         agg_warn("data connection from %s: not a HELLO of this stack (magic 0x%08x)",
@@ -186,35 +175,65 @@ static agg_status_t switchsim__net_join(switchsim_net_t *net, switchsim_conn_t *
 static void switchsim__on_conn(agg_loop_t *loop, int fd, short revents, void *arg);
 
 /*
- * A new connection's join, on a thread of its own so that a peer slow to
- * prove the secret or to say HELLO holds up nobody (agg_loop_spawn); the
- * data port's thread then serves the connection, or closes it.
+ * A joining connection's turn: what it sent so far is read (so that poll
+ * does not wake for it again), and once the step's message is whole it is
+ * handled: the proof of the secret (off loopback, after the challenge sent
+ * at accept), then the HELLO. No thread waits on a peer: one that says
+ * nothing holds only its own connection, until the sweep closes it or a new
+ * connection takes its place.
  */
-static void switchsim__join_work(agg_loop_t *loop, void *arg)
+static void switchsim__on_joining(agg_loop_t *loop, int fd, short revents, void *arg)
 {
     switchsim_conn_t *c = arg;
     switchsim_net_t *net = c->net;
     int timeout = (int)agg_conf_int(&net->sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS);
+    size_t need = c->join_step == SWITCHSIM_JOIN_PROOF ? sizeof(agg_auth_response_t) :
+                                                         sizeof(agg_net_msg_t);
+    char why[256];
+    ssize_t rc;
 
-    (void)loop;
-    if (switchsim__net_join(net, c, timeout) == AGG_OK) {
-        fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
-        agg_debug("%s %u of group %u joined over TCP from %s", c->is_peer ? "link" : "member",
-                  c->channel, c->group_id, c->peer);
-        c->joined = 1;
+    (void)revents;
+    rc = recv(fd, c->join_buf + c->join_got, need - c->join_got, MSG_DONTWAIT);
+    if (rc == 0 || (rc < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        switchsim__conn_close(net, c, rc == 0 ? "hung up while joining" : strerror(errno));
+        return;
     }
-}
-
-static void switchsim__join_done(agg_loop_t *loop, void *arg)
-{
-    switchsim_conn_t *c = arg;
-
-    if (c->joined &&
-        agg_loop_add(loop, c->fd, POLLIN, &c->txq.pending, switchsim__on_conn, c) == AGG_OK) {
-        __atomic_store_n(&c->state, SWITCHSIM_CONN_LIVE, __ATOMIC_RELEASE);
-    } else {
-        switchsim__conn_close(c->net, c, c->joined ? "no room in the data port's loop" : NULL);
+    if (rc < 0 || (c->join_got += (size_t)rc) < need) {
+        return;
     }
+    c->join_got = 0;
+    if (c->join_step == SWITCHSIM_JOIN_PROOF) {
+        agg_auth_response_t rsp;
+
+        memcpy(&rsp, c->join_buf, sizeof(rsp));
+        if (agg_auth_server_verdict(fd, &net->auth, timeout, c->nonce, &rsp, why,
+                                    sizeof(why)) != AGG_OK) {
+            agg_warn("data connection from %s refused: %s", c->peer, why);
+            switchsim__conn_close(net, c, NULL);
+            return;
+        }
+        c->join_step = SWITCHSIM_JOIN_HELLO;
+        return;
+    }
+    {
+        agg_net_msg_t hello;
+
+        memcpy(&hello, c->join_buf, sizeof(hello));
+        if (switchsim__net_hello(net, c, &hello, timeout) != AGG_OK) {
+            switchsim__conn_close(net, c, NULL);
+            return;
+        }
+    }
+    agg_debug("%s %u of group %u joined over TCP from %s", c->is_peer ? "link" : "member",
+              c->channel, c->group_id, c->peer);
+    agg_loop_del(loop, fd, c);
+    if (agg_loop_add(loop, fd, POLLIN, &c->txq.pending, switchsim__on_conn, c) != AGG_OK) {
+        __atomic_store_n(&c->state, SWITCHSIM_CONN_LIVE, __ATOMIC_RELEASE); /* nothing watched */
+        switchsim__conn_close(net, c, "no room in the data port's loop");
+        return;
+    }
+    c->join_step = SWITCHSIM_JOIN_DONE;
+    __atomic_store_n(&c->state, SWITCHSIM_CONN_LIVE, __ATOMIC_RELEASE);
 }
 
 static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void *arg)
@@ -237,9 +256,27 @@ static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void
         }
     }
     if (c == NULL) {
-        agg_warn("data port: every connection is taken; refusing a connection");
-        close(fd);
-        return;
+        /* every one taken: the one that has been joining longest makes room */
+        for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
+            switchsim_conn_t *o = &net->conns[i];
+
+            if (__atomic_load_n(&o->state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_JOINING &&
+                (c == NULL || o->join_at < c->join_at)) {
+                c = o;
+            }
+        }
+        if (c == NULL) {
+            agg_warn("data port: every connection is taken by a joined peer; refusing one");
+            close(fd);
+            return;
+        }
+        net->evicted++;
+        if (net->evicted == 1 || net->evicted % 1000 == 0) {
+            agg_warn("data port: every connection is taken; closed %s, which has been joining "
+                     "longest, for a new one (%llu so far)", c->peer,
+                     (unsigned long long)net->evicted);
+        }
+        switchsim__conn_close(net, c, NULL);
     }
     /* a worker sending a result takes the lock and finds the old use gone */
     pthread_mutex_lock(&c->tx_lock);
@@ -251,7 +288,7 @@ static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void
     c->stalled = 0;
     c->held_until = 0;
     c->fault_set  = 0;
-    c->joined  = 0;
+    c->join_got = 0;
     c->dst     = NULL;
     c->hdr_first = 0;
     c->off_loopback = net->off_loopback && !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
@@ -260,13 +297,25 @@ static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void
     pthread_mutex_unlock(&c->tx_lock);
     agg_sock_addr_string((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
     agg_net_tune(fd);
-    c->net   = net;
-    c->state = SWITCHSIM_CONN_JOINING;
-    st = agg_loop_spawn(loop, SWITCHSIM_NET_MAX_JOINS, switchsim__join_work,
-                        switchsim__join_done, c);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    c->net       = net;
+    c->join_at   = agg_time_ms();
+    c->join_step = c->off_loopback ? SWITCHSIM_JOIN_PROOF : SWITCHSIM_JOIN_HELLO;
+    st = AGG_OK;
+    if (c->off_loopback) {
+        char why[256];
+
+        /* a few dozen bytes into a new socket: they go at once */
+        st = agg_auth_server_challenge(fd, &net->auth, 1000, c->nonce, why, sizeof(why));
+        if (st != AGG_OK) {
+            agg_warn("data connection from %s refused: %s", c->peer, why);
+        }
+    }
+    if (st == AGG_OK) {
+        st = agg_loop_add(loop, fd, POLLIN, NULL, switchsim__on_joining, c);
+    }
+    __atomic_store_n(&c->state, SWITCHSIM_CONN_JOINING, __ATOMIC_RELEASE);
     if (st != AGG_OK) {
-        agg_warn("data port: %s; refusing the connection from %s", st == AGG_ERR_NO_RESOURCE ?
-                 "too many connections joining at once" : "no thread for its join", c->peer);
         switchsim__conn_close(net, c, NULL);
     }
 }
@@ -402,10 +451,18 @@ static int switchsim__sweep(agg_loop_t *loop, void *arg)
 {
     switchsim_net_t *net = arg;
     int i, links = __atomic_load_n(&net->num_links, __ATOMIC_ACQUIRE);
+    int64_t now = agg_time_ms(),
+            limit = agg_conf_int(&net->sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS);
 
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
         switchsim_conn_t *c = &net->conns[i];
 
+        if (c->fd >= 0 &&
+            __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_JOINING &&
+            now - c->join_at > limit) {
+            switchsim__conn_close(net, c, "it did not finish joining in connect_timeout_ms");
+            continue;
+        }
         if (c->fd >= 0 && agg_txq_pending(&c->txq) &&
             __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_LIVE) {
             switchsim__on_conn(loop, c->fd, 0, c);
@@ -465,6 +522,8 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     net->sim       = sim;
     net->drv.ctr   = &net->ctr;
     net->listen_fd = -1;
+    /* a descriptor for every connection and link it may keep, where the hard limit allows */
+    agg_sock_fd_limit(SWITCHSIM_NET_MAX_CONNS + SWITCHSIM_NET_MAX_LINKS + 64);
     if (agg_fault_parse(&net->faults, agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS), why,
                         sizeof(why)) != AGG_OK) {
         agg_error("sim_faults \"%s\": %s", agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS), why);
@@ -547,14 +606,8 @@ void switchsim_net_stop(switchsim_t *sim)
     if (net->started) {
         pthread_join(net->thread, NULL);
     }
-    /* joins still going end at their next read: their sockets are shut */
-    for (i = 0; i < SWITCHSIM_NET_MAX_CONNS; ++i) {
-        if (__atomic_load_n(&net->conns[i].state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_JOINING) {
-            shutdown(net->conns[i].fd, SHUT_RDWR);
-        }
-    }
     if (agg_loop_destroy(net->loop) != 0) {
-        agg_warn("data port: joins still running at exit");
+        agg_warn("data port: threads of its loop still running at exit");
         return; /* net stays: they may still touch it */
     }
     net->loop = NULL;

@@ -31,8 +31,11 @@
  * which say so in their HELLO (channel AGG_NET_PEER).
  *
  * Off loopback every connection first proves the shared secret
- * (agg/auth.h). A new connection's secret and HELLO are checked on a thread
- * of its own (agg_loop_spawn), so a peer that says nothing holds up nobody. Nothing is
+ * (agg/auth.h). A new connection's proof and HELLO are read by this
+ * thread's loop as they come (switchsim__on_joining), with no thread of
+ * their own: a peer that says nothing holds only its own connection, closed
+ * after connect_timeout_ms, or at once when every connection is taken and
+ * a new one comes (the one joining longest makes room). Nothing is
  * allocated per fragment: a connection's buffers are sized for its group's
  * payload when it joins.
  */
@@ -51,7 +54,6 @@
 
 #define SWITCHSIM_NET_MAX_CONNS 1024
 #define SWITCHSIM_NET_MAX_LINKS 64
-#define SWITCHSIM_NET_MAX_JOINS 64    /* connections proving the secret at once */
 #define SWITCHSIM_NET_MAX_MSG   (2u * (64u << 20) + 64u) /* a SAT chunk of accumulators */
 #define SWITCHSIM_NET_SEND_MS   10000 /* a socket that takes nothing for this long (10 s) is cut off */
 #define SWITCHSIM_NET_TXQ_FIRST 64u   /* messages a queue holds at first... */
@@ -60,9 +62,11 @@
                                           accumulator when it can be */
 #define SWITCHSIM_NET_SERVE_MAX 16    /* fragments read straight in per turn of a connection */
 
+enum { SWITCHSIM_JOIN_PROOF = 1, SWITCHSIM_JOIN_HELLO, SWITCHSIM_JOIN_DONE };
+
 enum {
     SWITCHSIM_CONN_FREE = 0,    /* no socket */
-    SWITCHSIM_CONN_JOINING,     /* its join thread checks the secret and the HELLO */
+    SWITCHSIM_CONN_JOINING,     /* the secret's proof and the HELLO are read (switchsim__on_joining) */
     SWITCHSIM_CONN_LIVE,        /* joined: the data port's thread serves it */
 };
 
@@ -93,7 +97,12 @@ typedef struct switchsim_conn {
     uint64_t        dst_uid;    /* its group (switchsim_group_t.uid) */
     int             hdr_first;  /* the last one went so: read the next header alone */
     int             is_peer;    /* another switchsim: UP and DOWN of any group */
-    int             joined;     /* its join thread accepted it */
+    int             join_step;  /* SWITCHSIM_JOIN_*: what a joining connection must send next */
+    int64_t         join_at;    /* when it was accepted (ms, monotonic) */
+    uint8_t         join_buf[sizeof(agg_net_msg_t) > sizeof(agg_auth_response_t) ?
+                             sizeof(agg_net_msg_t) : sizeof(agg_auth_response_t)];
+    size_t          join_got;   /* bytes of this step's message in */
+    uint8_t         nonce[AGG_AUTH_NONCE_LEN]; /* the challenge sent (off loopback) */
     int             off_loopback; /* it proves the shared secret first */
     char            peer[64];
 } switchsim_conn_t;
@@ -123,6 +132,7 @@ struct switchsim_net {
     int               num_links;
     agg_dp_counters_t ctr;      /* this thread's driving */
     agg_dp_driver_t   drv;
+    uint64_t          evicted;  /* joining connections closed to make room (loop's thread) */
     int               retry;    /* the loop's timer for fragments waiting for their slot */
     int               hold;     /* the loop's timer for connections held (sim_faults) */
     agg_fault_t       faults;   /* sim_faults */

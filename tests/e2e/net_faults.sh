@@ -32,7 +32,7 @@ addr=$(head -1 "$TMP/mgr.ready")
 # start_sim NAME SWITCHES FAULTS: a switchsim on host aggh0, data port on
 # loopback, with those faults; its counters in $TMP/NAME.stats at the end
 start_sim() {
-    AGG_SIM_DATA_ADDR=127.0.0.1:0 AGG_SIM_SWITCHES=$2 AGG_SIM_FAULTS=$3 \
+    AGG_SIM_DATA_ADDR=127.0.0.1:${SIM_PORT:-0} AGG_SIM_SWITCHES=$2 AGG_SIM_FAULTS=$3 \
         unshare --uts -- sh -c 'hostname aggh0 && exec "$@"' sh \
         "$BIN/switchsim" --am "$addr" --ready-fd 3 --stats-file "$TMP/$1.stats" \
         3>"$TMP/$1.ready" >"$TMP/$1.sim.log" 2>&1 &
@@ -55,11 +55,32 @@ run() {
     [ $# -eq 0 ] || { shift; opts=("$@"); }
     sims=()
     [ "${SPLIT:-0}" = 0 ] || start_sim "$name.spine" name:spine1 "$faults${faults:+ seed 99}"
-    start_sim "$name" all "$faults"
+    local holder= port=0
+    [ -z "${HOLD_SILENT:-}" ] || port=$(free_port)
+    SIM_PORT=$port start_sim "$name" all "$faults"
+    if [ -n "${HOLD_SILENT:-}" ]; then
+        # HOLD_SILENT connections to the data port, saying nothing, held through the job
+        python3 -c '
+import socket, sys, time
+held = []
+for _ in range(int(sys.argv[2])):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    held.append(s)
+print("held", len(held), flush=True)
+time.sleep(600)' "$port" "$HOLD_SILENT" >"$TMP/$name.silent" 2>&1 &
+        holder=$!
+        for _ in $(seq 500); do grep -q held "$TMP/$name.silent" && break; sleep 0.02; done
+        grep -q held "$TMP/$name.silent" || { cat "$TMP/$name.silent"; fail "$name: could not open the silent connections"; }
+        # the job starts once the port is full: switchsim made room at least once
+        for _ in $(seq 500); do grep -q "every connection is taken; closed" "$TMP/$name.sim.log" && break; sleep 0.02; done
+        grep -q "every connection is taken; closed" "$TMP/$name.sim.log" ||
+            { grep -v INFO "$TMP/$name.sim.log" | tail -5; fail "$name: switchsim did not say it made room"; }
+    fi
     "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" \
         -x HCOLL_ENABLE_SHARP=3 -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 -x AGG_NET_RESEND_MS=20 \
         "${opts[@]}" "$AS_HOST" aggh 4 "$BIN/fault_loop" "$SECONDS_RUN" "${args[@]}" \
         >"$TMP/$name.out" 2>&1 || rc=$?
+    [ -z "$holder" ] || { kill $holder; wait $holder 2>/dev/null || true; }
     for sim in "${sims[@]}"; do
         kill -TERM $sim
         wait $sim || true
@@ -108,6 +129,13 @@ echo "split over two switchsims: $(mean split) us"
 run stall "stall 300 at 600" 4096
 w=$(worst stall)
 [ "$w" -ge 250 ] && [ "$w" -lt 5000 ] || fail "stall: worst call $w ms, not about the 300 ms stall"
+
+# 1,100 connections to the data port that say nothing (more than its 1,024
+# connections): joins are read by the port's loop, not a thread each, and a
+# new connection takes the place of the one joining longest, so the ranks
+# join at once and the job runs as if they were not there
+SPLIT=0 HOLD_SILENT=1100 run silent "" 4096
+echo "silent: the job ran beside 1,100 silent connections: $(mean silent) us a call"
 
 # a mistake in the spec: switchsim says what and stops
 rc=0

@@ -123,4 +123,18 @@ agg_status_t agg_auth_server(int fd, const agg_auth_t *a, int timeout_ms, char *
 agg_status_t agg_auth_client(int fd, const agg_auth_t *a, int timeout_ms, char *why,
                              size_t whylen);
 
+/*
+ * The server's side in two steps, for an event loop that reads the
+ * client's proof without a thread: the challenge (nonce kept by the
+ * caller), then, once the proof (an agg_auth_response_t) is read, its
+ * check and the verdict. agg_auth_server is the two with the read between;
+ * errors as above.
+ */
+agg_status_t agg_auth_server_challenge(int fd, const agg_auth_t *a, int timeout_ms,
+                                       uint8_t nonce[AGG_AUTH_NONCE_LEN], char *why,
+                                       size_t whylen);
+agg_status_t agg_auth_server_verdict(int fd, const agg_auth_t *a, int timeout_ms,
+                                     const uint8_t nonce[AGG_AUTH_NONCE_LEN],
+                                     const agg_auth_response_t *rsp, char *why, size_t whylen);
+
 #endif

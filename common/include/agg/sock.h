@@ -30,6 +30,9 @@ agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *f
 /* Small control messages go out at once (TCP_NODELAY). */
 void agg_sock_nodelay(int fd);
 
+/* Raises this process's descriptor limit to `want` where the hard limit allows (daemons). */
+void agg_sock_fd_limit(unsigned want);
+
 /* "ip:port" of a socket address, for log lines. */
 void agg_sock_addr_string(const struct sockaddr *sa, char *buf, size_t len);
 
