@@ -134,8 +134,12 @@ w=$(worst stall)
 # connections): joins are read by the port's loop, not a thread each, and a
 # new connection takes the place of the one joining longest, so the ranks
 # join at once and the job runs as if they were not there
-SPLIT=0 HOLD_SILENT=1100 run silent "" 4096
-echo "silent: the job ran beside 1,100 silent connections: $(mean silent) us a call"
+# (not under TSan: its switchsim accepts a few hundred a second, and the
+# sweep closes the silent ones before they fill the port)
+if [ "$SANITIZER" != tsan ]; then
+    SPLIT=0 HOLD_SILENT=1100 run silent "" 4096
+    echo "silent: the job ran beside 1,100 silent connections: $(mean silent) us a call"
+fi
 
 # a mistake in the spec: switchsim says what and stops
 rc=0
