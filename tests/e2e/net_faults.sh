@@ -8,8 +8,10 @@
 # result is right and no call fails: a rank sends a fragment again when its
 # result is late (AGG_NET_RESEND_MS), switchsim takes a fragment once and
 # sends the result it has again; a message failing its checksum is lost. Out of place, in
-# place, on the SAT; a connection stalled 300 ms costs that call 300 ms; a
-# malformed sim_faults stops switchsim with a message saying what is wrong.
+# place, on the SAT; a connection stalled 300 ms costs that call 300 ms; the
+# switchsim killed mid-run (its own `kill at N`): right results on the host
+# at level 2, the same call failing on every rank at 3; a malformed
+# sim_faults stops switchsim with a message saying what is wrong.
 # Prints the mean call time with and without the faults.
 . "$(dirname "$0")/lib.sh"
 
@@ -129,6 +131,44 @@ echo "split over two switchsims: $(mean split) us"
 run stall "stall 300 at 600" 4096
 w=$(worst stall)
 [ "$w" -ge 250 ] && [ "$w" -lt 5000 ] || fail "stall: worst call $w ms, not about the 300 ms stall"
+
+# the switchsim killed at its 6,000th message read, calls in flight over
+# TCP: at HCOLL_ENABLE_SHARP=2 every result right (in place too: what came
+# back is kept, the rest redone on the host), the loss seen at once, not at
+# the call timeout; at 3 every rank fails the same call, saying why
+kill_run() { # NAME LEVEL [in-place]
+    local name=$1 level=$2 rc=0 sim
+    sims=()
+    start_sim "$name" all "in kill at 6000"
+    sim=${sims[0]}
+    "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" \
+        -x HCOLL_ENABLE_SHARP="$level" -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 \
+        "$AS_HOST" aggh 4 "$BIN/fault_loop" "$SECONDS_RUN" ${3:+4096 in-place} \
+        >"$TMP/$name.out" 2>&1 || rc=$?
+    wait $sim 2>/dev/null || true # killed by its own fault
+    line=$(grep '^fault_loop: [0-9]* calls' "$TMP/$name.out") ||
+        { cat "$TMP/$name.out"; fail "$name: fault_loop said nothing"; }
+    echo "$name: $line"
+    grep -q "sim_faults: killed at message 6000 in" "$TMP/$name.sim.log" ||
+        { cat "$TMP/$name.sim.log"; fail "$name: switchsim was not killed by its fault"; }
+    [ "$(worst "$name")" -lt 5000 ] || fail "$name: a call took $(worst "$name") ms: the loss was not seen"
+    if [ "$level" = 2 ]; then
+        [ $rc = 0 ] || { tail -30 "$TMP/$name.out"; fail "$name: the job failed ($rc)"; }
+        echo "$line" | grep -q " 0 wrong, 0 errors" || { cat "$TMP/$name.out"; fail "$name: wrong results or errors"; }
+        grep -Eq "^agg_stats: allreduce .*why: .*network_error=[1-9]" "$TMP/$name.out" ||
+            { grep agg_stats "$TMP/$name.out"; fail "$name: no call counted as redone on the host"; }
+    else
+        [ $rc = 3 ] || { tail -30 "$TMP/$name.out"; fail "$name: expected fault_loop's exit 3, got $rc"; }
+        [ "$(grep -o 'call [0-9]* returned' "$TMP/$name.out" | sort -u | wc -l)" = 1 ] ||
+            { grep 'returned' "$TMP/$name.out"; fail "$name: the ranks failed different calls"; }
+        grep -q "forces collectives into the network, but allreduce on a communicator of 4 ranks cannot have it" \
+            "$TMP/$name.out" || { cat "$TMP/$name.out"; fail "$name: no error saying why"; }
+        echo "$line" | grep -q " 0 wrong" || fail "$name: wrong results"
+    fi
+}
+kill_run kill_l2 2
+kill_run kill_l2i 2 in-place
+kill_run kill_l3 3
 
 # 1,100 connections to the data port that say nothing (more than its 1,024
 # connections): joins are read by the port's loop, not a thread each, and a
