@@ -74,7 +74,7 @@ agg_status_t agg_sock_listen(const char *host, int port, int *fd_out, int *bound
         close(fd);
         return errno == EADDRINUSE ? AGG_ERR_IO : AGG_ERR_INVALID_PARAM;
     }
-    if (listen(fd, 128) != 0) {
+    if (listen(fd, SOMAXCONN) != 0) { /* a large job's ranks connect at once */
         agg_error("listen(%s:%d) failed: %s", host, port, strerror(errno));
         close(fd);
         return AGG_ERR_IO;

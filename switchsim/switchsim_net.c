@@ -236,20 +236,15 @@ static void switchsim__on_joining(agg_loop_t *loop, int fd, short revents, void 
     __atomic_store_n(&c->state, SWITCHSIM_CONN_LIVE, __ATOMIC_RELEASE);
 }
 
-static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void *arg)
+/* A connection accepted: a place for it (made if need be), then its join on the loop. */
+static void switchsim__net_take(agg_loop_t *loop, switchsim_net_t *net, int fd,
+                                const struct sockaddr_storage *ssp)
 {
-    switchsim_net_t *net = arg;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
+    struct sockaddr_storage ss = *ssp;
     switchsim_conn_t *c = NULL;
     agg_status_t st;
-    int fd, i;
+    int i;
 
-    (void)revents;
-    fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
-    if (fd < 0) {
-        return;
-    }
     for (i = 0; i < SWITCHSIM_NET_MAX_CONNS && c == NULL; ++i) {
         if (__atomic_load_n(&net->conns[i].state, __ATOMIC_ACQUIRE) == SWITCHSIM_CONN_FREE) {
             c = &net->conns[i];
@@ -317,6 +312,25 @@ static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void
     __atomic_store_n(&c->state, SWITCHSIM_CONN_JOINING, __ATOMIC_RELEASE);
     if (st != AGG_OK) {
         switchsim__conn_close(net, c, NULL);
+    }
+}
+
+/* The port's listening socket: every connection waiting is taken (64 a round at most). */
+static void switchsim__net_accept(agg_loop_t *loop, int lfd, short revents, void *arg)
+{
+    switchsim_net_t *net = arg;
+    int k;
+
+    (void)revents;
+    for (k = 0; k < 64; ++k) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+
+        if (fd < 0) {
+            return; /* none left (the socket does not block), or a transient error */
+        }
+        switchsim__net_take(loop, net, fd, &ss);
     }
 }
 
@@ -567,6 +581,7 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
              bound);
     net->retry = agg_loop_timer(net->loop, -1, switchsim__retry, net);
     net->hold  = agg_loop_timer(net->loop, -1, switchsim__unhold, net);
+    fcntl(net->listen_fd, F_SETFL, fcntl(net->listen_fd, F_GETFL) | O_NONBLOCK);
     st = agg_loop_add(net->loop, net->listen_fd, POLLIN, NULL, switchsim__net_accept, net);
     if (st != AGG_OK || net->retry < 0 || net->hold < 0 ||
         agg_loop_timer(net->loop, 1000, switchsim__sweep, net) < 0 ||

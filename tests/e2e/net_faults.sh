@@ -35,7 +35,7 @@ addr=$(head -1 "$TMP/mgr.ready")
 # loopback, with those faults; its counters in $TMP/NAME.stats at the end
 start_sim() {
     AGG_SIM_DATA_ADDR=127.0.0.1:${SIM_PORT:-0} AGG_SIM_SWITCHES=$2 AGG_SIM_FAULTS=$3 \
-        unshare --uts -- sh -c 'hostname aggh0 && exec "$@"' sh \
+        env ${SIM_JOIN_MS:+AGG_CONNECT_TIMEOUT_MS=$SIM_JOIN_MS} unshare --uts -- sh -c 'hostname aggh0 && exec "$@"' sh \
         "$BIN/switchsim" --am "$addr" --ready-fd 3 --stats-file "$TMP/$1.stats" \
         3>"$TMP/$1.ready" >"$TMP/$1.sim.log" 2>&1 &
     sims+=($!)
@@ -57,9 +57,11 @@ run() {
     [ $# -eq 0 ] || { shift; opts=("$@"); }
     sims=()
     [ "${SPLIT:-0}" = 0 ] || start_sim "$name.spine" name:spine1 "$faults${faults:+ seed 99}"
-    local holder= port=0
-    [ -z "${HOLD_SILENT:-}" ] || port=$(free_port)
-    SIM_PORT=$port start_sim "$name" all "$faults"
+    local holder= port=0 join_ms=
+    # silent peers: closed by the sweep only after a minute, so that however
+    # slowly a loaded machine accepts them they fill the port
+    [ -z "${HOLD_SILENT:-}" ] || { port=$(free_port); join_ms=60000; }
+    SIM_JOIN_MS=$join_ms SIM_PORT=$port start_sim "$name" all "$faults"
     if [ -n "${HOLD_SILENT:-}" ]; then
         # HOLD_SILENT connections to the data port, saying nothing, held through the job
         python3 -c '
