@@ -22,6 +22,12 @@ unshare --uts true 2>/dev/null || skip "this machine cannot make UTS namespaces"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SECONDS_RUN=${NET_FAULTS_SECONDS:-2}
 [ -z "$SANITIZER" ] || SECONDS_RUN=4
+# the lossy runs, long enough for 1,000 checked allreduces a rank (the
+# plain build; the sanitizer builds check the paths, not the count)
+LOSSY_CALLS=0
+if [ -z "$SANITIZER" ]; then
+    LOSSY_CALLS=1000
+fi
 AS_HOST=$ROOT/tests/e2e/as_host.sh
 export AGG_AM_TOPOLOGY=$ROOT/tests/data/netns_4h.topo # hosts aggh1..aggh4
 
@@ -82,7 +88,7 @@ time.sleep(600)' "$port" "$HOLD_SILENT" >"$TMP/$name.silent" 2>&1 &
     fi
     "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" \
         -x HCOLL_ENABLE_SHARP=3 -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 -x AGG_NET_RESEND_MS=20 \
-        "${opts[@]}" "$AS_HOST" aggh 4 "$BIN/fault_loop" "$SECONDS_RUN" "${args[@]}" \
+        "${opts[@]}" "$AS_HOST" aggh 4 "$BIN/fault_loop" "${RUN_SECONDS:-$SECONDS_RUN}" "${args[@]}" \
         >"$TMP/$name.out" 2>&1 || rc=$?
     [ -z "$holder" ] || { kill $holder; wait $holder 2>/dev/null || true; }
     for sim in "${sims[@]}"; do
@@ -95,11 +101,14 @@ time.sleep(600)' "$port" "$HOLD_SILENT" >"$TMP/$name.silent" 2>&1 &
     echo "$name: $line; switchsim: faults $(stat faults "$TMP/$name.stats")," \
         "duplicates $(stat duplicates "$TMP/$name.stats"), results resent $(stat resent "$TMP/$name.stats")"
     echo "$line" | grep -q " 0 wrong, 0 errors" || { cat "$TMP/$name.out"; fail "$name: wrong results or errors"; }
+    [ "$(calls "$name")" -ge $((4 * ${MIN_CALLS:-0})) ] ||
+        fail "$name: $(($(calls "$name") / 4)) allreduces a rank, fewer than ${MIN_CALLS:-0}"
     grep -Eq "^agg_stats: allreduce calls=[1-9][0-9]* .* failed=0" "$TMP/$name.out" ||
         { grep agg_stats "$TMP/$name.out"; fail "$name: not every call went through the network"; }
     [ "$(stat fragments_in "$TMP/$name.stats")" -gt 0 ] || fail "$name: switchsim got no fragment (not over TCP?)"
 }
 mean() { sed -n 's/.*mean call \([0-9]*\) us.*/\1/p' "$TMP/$1.out"; }
+calls() { sed -n 's/^fault_loop: \([0-9]*\) calls.*/\1/p' "$TMP/$1.out"; } # over the 4 ranks
 worst() { sed -n 's/.*worst call \([0-9]*\) ms.*/\1/p' "$TMP/$1.out"; }
 lossy() {
     [ "$(stat faults "$TMP/$1.stats")" -gt 0 ] || fail "$1: no fault was injected"
@@ -108,9 +117,10 @@ lossy() {
 }
 
 run clean "" 4096
-run lossy "loss 1% duplicate 1% seed 11" 4096
+# (about 5 ms a call here at 1 % loss each way, 14 ms split over two switchsims)
+RUN_SECONDS=$((LOSSY_CALLS > 0 ? 8 : SECONDS_RUN)) MIN_CALLS=$LOSSY_CALLS run lossy "loss 1% duplicate 1% seed 11" 4096
 lossy lossy
-run in_place "loss 1% duplicate 1% seed 12" 4096 in-place
+RUN_SECONDS=$((LOSSY_CALLS > 0 ? 8 : SECONDS_RUN)) MIN_CALLS=$LOSSY_CALLS run in_place "loss 1% duplicate 1% seed 12" 4096 in-place
 lossy in_place
 run corrupt "corrupt 1% seed 15" 4096
 [ "$(stat corrupt "$TMP/corrupt.stats")" -gt 0 ] || fail "corrupt: no message failed its checksum"
@@ -121,14 +131,15 @@ run sat "loss 1% duplicate 1% seed 13" 262144 -- -x SHARP_COLL_ENABLE_SAT=1
 [ "$(stat sat_chunks_in "$TMP/sat.stats")" -gt 0 ] || fail "sat: no SAT chunk"
 [ "$(stat faults "$TMP/sat.stats")" -gt 0 ] || fail "sat: no fault was injected"
 echo "mean call, 1..4096 int32, 4 ranks over TCP: $(mean clean) us clean," \
-     "$(mean lossy) us at 1 % loss and 1 % duplication each way ($(mean in_place) us in place)"
+     "$(mean lossy) us at 1 % loss and 1 % duplication each way over $(($(calls lossy) / 4)) checked" \
+     "allreduces a rank ($(mean in_place) us in place over $(($(calls in_place) / 4)))"
 
 # a tree split over two switchsims: partials and results lost between them too
-SPLIT=1 run split "loss 1% duplicate 1% seed 14" 4096
+RUN_SECONDS=$((LOSSY_CALLS > 0 ? 25 : SECONDS_RUN)) MIN_CALLS=$LOSSY_CALLS SPLIT=1 run split "loss 1% duplicate 1% seed 14" 4096
 lossy split
 [ "$(stat faults "$TMP/split.spine.stats")" -gt 0 ] || fail "split: no fault on the spine's switchsim"
 [ "$(stat resent "$TMP/split.spine.stats")" -gt 0 ] || fail "split: the spine sent nothing again"
-echo "split over two switchsims: $(mean split) us"
+echo "split over two switchsims: $(mean split) us over $(($(calls split) / 4)) checked allreduces a rank"
 
 run stall "stall 300 at 600" 4096
 w=$(worst stall)
