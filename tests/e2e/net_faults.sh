@@ -12,7 +12,8 @@
 # switchsim killed mid-run (its own `kill at N`): right results on the host
 # at level 2, the same call failing on every rank at 3; a malformed
 # sim_faults stops switchsim with a message saying what is wrong.
-# Prints the mean call time with and without the faults.
+# Prints the mean call time with and without the faults; the lossy runs
+# make at least 1,000 checked allreduces a rank (plain build).
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || skip "needs root (a UTS namespace per rank stands for a host)"
