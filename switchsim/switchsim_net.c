@@ -387,6 +387,14 @@ static int switchsim__unhold(agg_loop_t *loop, void *arg)
     return next == 0 ? -1 : (int)(next - now);
 }
 
+void switchsim__fault_kill(switchsim_net_t *net, int dir)
+{
+    agg_warn("sim_faults: killed at message %llu %s",
+             (unsigned long long)__atomic_load_n(&net->faults.seen[dir], __ATOMIC_RELAXED),
+             dir == AGG_FAULT_IN ? "in" : "out");
+    raise(SIGKILL);
+}
+
 int switchsim__net_fault_out(switchsim_net_t *net)
 {
     uint32_t ms;
@@ -397,10 +405,7 @@ int switchsim__net_fault_out(switchsim_net_t *net)
     }
     __atomic_fetch_add(&net->faults_out, 1, __ATOMIC_RELAXED);
     if (what & AGG_FAULT_KILL) {
-        agg_warn("sim_faults: killed at message %llu out",
-                 (unsigned long long)__atomic_load_n(&net->faults.seen[AGG_FAULT_OUT],
-                                                     __ATOMIC_RELAXED));
-        raise(SIGKILL);
+        switchsim__fault_kill(net, AGG_FAULT_OUT);
     }
     return what & AGG_FAULT_LOSS ? 1 : what & AGG_FAULT_DUP ? 2 : what & AGG_FAULT_CORRUPT ? 3 : 0;
 }

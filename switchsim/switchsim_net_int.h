@@ -171,6 +171,9 @@ agg_status_t switchsim__txq_init(switchsim_net_t *net, agg_txq_t *q, size_t narr
 /* On the data port's thread: reads nothing from c for ms (sim_faults' delay and stall). */
 void switchsim__conn_hold(switchsim_net_t *net, switchsim_conn_t *c, uint32_t ms);
 
+/* sim_faults' kill: says at which message, then SIGKILL (the process dies here). */
+void switchsim__fault_kill(switchsim_net_t *net, int dir);
+
 /*
  * sim_faults on a message going out: 0 send it, 1 lost (send nothing), 2
  * send it twice, 3 send it spoilt (SWITCHSIM_TX_SPOIL). Any thread.

@@ -366,10 +366,7 @@ static int switchsim__net_fault_in(switchsim_net_t *net, switchsim_conn_t *c, ui
             switchsim__net_corrupt(msg);
         }
         if (c->fault & AGG_FAULT_KILL) {
-            agg_warn("sim_faults: killed at message %llu in",
-                     (unsigned long long)__atomic_load_n(&net->faults.seen[AGG_FAULT_IN],
-                                                         __ATOMIC_RELAXED));
-            raise(SIGKILL);
+            switchsim__fault_kill(net, AGG_FAULT_IN);
         }
         if (c->fault & AGG_FAULT_HOLD) {
             c->fault &= ~AGG_FAULT_HOLD;
