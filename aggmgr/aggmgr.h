@@ -36,6 +36,7 @@ typedef struct aggmgr_conn {
     uint64_t      rx_since_ms; /* when the message being received began, or the
                                   connection if none came yet; 0: none expected */
     uint64_t      quiet_since_ms; /* the last complete message (or the connection) */
+    uint32_t      attached_job;   /* a job whose key it showed in JOB_ATTACH, 0 none */
     /* what the socket did not take yet, written by the event loop on POLLOUT:
        a peer that stops reading holds up nobody */
     agg_txq_t     txq;
@@ -138,6 +139,7 @@ typedef struct aggmgr_group {
     uint32_t             flags;       /* the request's */
     uint32_t             sat_osts, sat_payload;
     int                 *sel;         /* the members' world ranks */
+    int                  journaled;   /* its record is in the journal */
     struct aggmgr_group *next;
 } aggmgr_group_t;
 
@@ -207,11 +209,26 @@ typedef struct aggmgr_job {
     aggmgr_tree_t   tree;
     uint32_t        tree_id;
     uint32_t        sat_tree_id;      /* 0: no SAT tree */
+    uint32_t        owner_pid;        /* rank 0's, as it said in JOB_CREATE */
+    char            owner_host[AGG_WIRE_NAME_LEN];
+    int64_t         restored_until_ms; /* read from the journal: released at this time
+                                          unless rank 0 attaches first; 0 otherwise */
+    int             ending;           /* being destroyed: its groups' ends are its own */
     aggmgr_group_t *groups;
     struct aggmgr_job *next;
 } aggmgr_job_t;
 
 #define AGGMGR_MAX_SIMS 64
+
+/* The journal (aggmgr_journal.c): where it is, how big, whether it needs an fsync. */
+typedef struct aggmgr_journal {
+    int      fd;         /* -1: no journal, or closed */
+    char     path[4096];
+    uint64_t size;       /* bytes in the file */
+    int      dirty;      /* written since the last fsync */
+    int      failed;     /* a write failed: said once, changes since are not kept */
+    int      replaying;  /* reading it back: nothing is written */
+} aggmgr_journal_t;
 
 typedef struct aggmgr_sim {
     int      fd;                      /* -1: this slot is free */
@@ -251,6 +268,9 @@ typedef struct aggmgr {
     uint32_t       num_reqs, cap_reqs;
     uint32_t       next_txid;
     aggmgr_op_t   *ops;               /* operations waiting on them */
+    aggmgr_journal_t journal;
+    int            keep_parts;        /* exiting with a journal: the switchsims keep the
+                                         groups' parts (no teardowns go out) */
 } aggmgr_t;
 
 /* ---- jobs and the resources behind them (aggmgr_job.c) ---- */
@@ -266,6 +286,30 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
                                const agg_msg_job_create_t *req, const char *hosts,
                                const uint32_t *host_of, agg_msg_job_create_reply_t *rep);
 agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
+
+/*
+ * A job as the journal recorded it (aggmgr_journal.c decodes the record):
+ * its adapters and its tree's root as they were, its quota held again, no
+ * connection owning it until rank 0 attaches (or am_restore_grace_ms pass).
+ */
+typedef struct aggmgr_job_rec {
+    uint32_t    id, world_size, osts, max_groups, payload_per_ost, osts_per_group;
+    uint32_t    tree_id, sat_tree_id, root, owner_pid, num_hosts;
+    uint64_t    key;
+    const char *owner_host;   /* AGG_WIRE_NAME_LEN bytes */
+    const int32_t  *cas;      /* world_size entries, indexes into topo.cas */
+    const uint32_t *host_of;  /* world_size entries, indexes into hosts */
+    const char     *hosts;    /* num_hosts names of AGG_WIRE_NAME_LEN bytes */
+} aggmgr_job_rec_t;
+
+agg_status_t aggmgr_job_restore(aggmgr_t *am, const aggmgr_job_rec_t *rec, char *why,
+                                size_t whylen);
+
+/* A client proved with its key that it belongs to the job (JOB_ATTACH). */
+agg_status_t aggmgr_job_attach(aggmgr_t *am, int fd, const agg_msg_job_attach_t *req);
+
+/* Releases the restored jobs nobody attached to in time; ms to the next deadline, -1 none. */
+int aggmgr_jobs_expire(aggmgr_t *am);
 
 /* The job of that ID, or NULL. */
 aggmgr_job_t *aggmgr_job_find(aggmgr_t *am, uint32_t job_id);
@@ -311,6 +355,17 @@ agg_status_t aggmgr_group_event(aggmgr_t *am, aggmgr_group_t *g, aggmgr_group_ev
 
 /* The state a row of the table leads to from `from` on ev; -1 when there is none. */
 int aggmgr_group_transition(aggmgr_group_state_t from, aggmgr_group_event_t ev);
+
+/* A group as the journal recorded it: ready, its quota held, its parts where they were. */
+typedef struct aggmgr_group_rec {
+    uint32_t       job_id, id, num_members, flags, llt_osts;
+    int32_t        sat_status;         /* AGG_OK: it has a SAT part */
+    uint32_t       sat_osts, sat_payload;
+    const int32_t *members;            /* world ranks */
+} aggmgr_group_rec_t;
+
+agg_status_t aggmgr_group_restore(aggmgr_t *am, const aggmgr_group_rec_t *rec, char *why,
+                                  size_t whylen);
 
 const char *aggmgr_group_state_name(aggmgr_group_state_t state);
 const char *aggmgr_group_event_name(aggmgr_group_event_t ev);
@@ -363,6 +418,33 @@ void aggmgr_gtree_part_teardown(aggmgr_t *am, int sim, const aggmgr_part_ref_t *
 void aggmgr_gtree_release(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtree_t *gt,
                           uint32_t tree);
 
+/* ---- the journal (aggmgr_journal.c) ---- */
+
+/*
+ * Reads am_journal back (jobs and groups restored, the ids they used never
+ * handed out again) and opens it for appending; no journal set: nothing.
+ * A damaged tail (a record cut short or failing its checksum) is logged,
+ * copied to PATH.damaged and cut off; a journal written for another fabric,
+ * or whose records contradict each other, is an error (nothing is changed).
+ */
+agg_status_t aggmgr_journal_open(aggmgr_t *am, char *err, size_t errlen);
+
+/* Records what changed (nothing while replaying, or without a journal). */
+void aggmgr_journal_job(aggmgr_t *am, const aggmgr_job_t *job);
+void aggmgr_journal_job_end(aggmgr_t *am, uint32_t job_id);
+void aggmgr_journal_group(aggmgr_t *am, aggmgr_group_t *g);
+void aggmgr_journal_group_end(aggmgr_t *am, const aggmgr_group_t *g);
+
+/* am_journal_sync batch: the fsync that is due (the server's tick). */
+void aggmgr_journal_flush(aggmgr_t *am);
+
+void aggmgr_journal_close(aggmgr_t *am);
+
+/* ---- what the manager holds, as text (aggmgr_state.c) ---- */
+
+/* STATE's text: jobs, groups, switches in use, switchsims; the bytes written. */
+size_t aggmgr_state_text(const aggmgr_t *am, char *buf, size_t cap);
+
 /* ---- rank placement (aggmgr_place.c) ---- */
 
 /*
@@ -385,6 +467,9 @@ agg_status_t aggmgr_place(const aggmgr_t *am, const agg_msg_job_create_t *req,
  */
 agg_status_t aggmgr_conn_send(aggmgr_t *am, int fd, uint16_t type, uint32_t txid,
                               const void *body, size_t len);
+
+/* Did the client on fd show the job's key (JOB_ATTACH)? */
+int aggmgr_conn_attached(const aggmgr_t *am, int fd, uint32_t job_id);
 
 /* The switchsim whose control connection is fd, or -1. */
 int aggmgr_sim_of_fd(const aggmgr_t *am, int fd);

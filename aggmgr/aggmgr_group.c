@@ -20,6 +20,7 @@
  */
 #include "aggmgr.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,7 +130,11 @@ static void aggmgr__group_release(aggmgr_t *am, aggmgr_group_t *g)
     job->osts_used -= g->llt.osts;
     job->num_groups--;
     aggmgr_tree_free(&g->llt.tree);
-    g->job = NULL;
+    if (g->journaled && !job->ending) {
+        aggmgr_journal_group_end(am, g);
+    }
+    g->journaled = 0;
+    g->job       = NULL;
 }
 
 /* ---- the actions ------------------------------------------------------------ */
@@ -259,8 +264,7 @@ static aggmgr_group_event_t aggmgr__answer(aggmgr_t *am, aggmgr_group_t *g, agg_
 
 static aggmgr_group_event_t aggmgr__answer_made(aggmgr_t *am, aggmgr_group_t *g)
 {
-    free(g->sel);
-    g->sel = NULL;
+    aggmgr_journal_group(am, g); /* with its members (sel), kept for compaction */
     agg_info("job %u: group %u of %u members on %d nodes (depth %d, root %s), %u OSTs%s",
              g->job->id, g->id, g->num_members, g->llt.tree.num_nodes, g->llt.tree.depth,
              am->topo.nodes[g->llt.tree.nodes[0].topo_node].id, g->llt.osts,
@@ -534,6 +538,80 @@ err_free:
     return st;
 }
 
+agg_status_t aggmgr_group_restore(aggmgr_t *am, const aggmgr_group_rec_t *rec, char *why,
+                                  size_t whylen)
+{
+    aggmgr_job_t *job = aggmgr_job_find(am, rec->job_id);
+    aggmgr_group_t *g, *o;
+    uint32_t i, j, n = rec->num_members;
+    agg_status_t st;
+
+    if (job == NULL) {
+        snprintf(why, whylen, "group %u of job %u, which is not there", rec->id, rec->job_id);
+        return AGG_ERR_PROTOCOL;
+    }
+    for (o = job->groups; o != NULL && o->id != rec->id; o = o->next) {
+    }
+    if (o != NULL || n == 0 || n > job->world_size) {
+        snprintf(why, whylen, "job %u: group %u of %u members is there %s", job->id, rec->id,
+                 n, o != NULL ? "twice" : "with a member count out of range");
+        return AGG_ERR_PROTOCOL;
+    }
+    g = calloc(1, sizeof(*g));
+    if (g == NULL || (g->sel = malloc(n * sizeof(*g->sel))) == NULL) {
+        free(g);
+        return AGG_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < n; ++i) {
+        for (j = 0; j < i && rec->members[j] != rec->members[i]; ++j) {
+        }
+        if (rec->members[i] < 0 || (uint32_t)rec->members[i] >= job->world_size || j < i) {
+            snprintf(why, whylen, "job %u: group %u's member %u is world rank %d of %u%s",
+                     job->id, rec->id, i, rec->members[i], job->world_size,
+                     j < i ? ", twice" : "");
+            aggmgr__group_free(g);
+            return AGG_ERR_PROTOCOL;
+        }
+        g->sel[i] = rec->members[i];
+    }
+    g->id          = rec->id;
+    g->num_members = n;
+    g->owner_fd    = -1; /* any rank that attaches with the job's key may destroy it */
+    g->state       = AGGMGR_GROUP_READY;
+    g->job         = job;
+    g->flags       = rec->flags;
+    g->sat_osts    = rec->sat_osts;
+    g->sat_payload = rec->sat_payload;
+    g->journaled   = 1;
+    g->llt.tree_id = job->tree_id;
+    g->llt.osts    = rec->llt_osts;
+    g->llt.payload = job->payload_per_ost;
+    g->llt.status  = AGG_OK;
+    g->sat.status  = rec->sat_status == AGG_OK ? AGG_ERR_SAT_UNAVAILABLE : rec->sat_status;
+    st = aggmgr_tree_prune(&job->tree, g->sel, (int)n, &g->llt.tree);
+    if (st != AGG_OK) {
+        snprintf(why, whylen, "job %u: group %u's members leave no tree", job->id, rec->id);
+        aggmgr__group_free(g);
+        return st;
+    }
+    if (rec->sat_status == AGG_OK && job->sat_tree_id != 0 &&
+        aggmgr_tree_prune(&job->tree, g->sel, (int)n, &g->sat.tree) == AGG_OK) {
+        g->sat.tree_id = job->sat_tree_id;
+        g->sat.osts    = g->sat_osts ? g->sat_osts : 4;
+        g->sat.payload = g->sat_payload;
+        g->sat.status  = AGG_OK;
+        aggmgr__sat_flows_take(am, &g->sat.tree, 1);
+    }
+    g->next     = job->groups;
+    job->groups = g;
+    job->num_groups++;
+    job->osts_used += g->llt.osts;
+    if (am->next_group_id < g->id) {
+        am->next_group_id = g->id;
+    }
+    return AGG_OK;
+}
+
 agg_status_t aggmgr_group_destroy(aggmgr_t *am, uint32_t job_id, uint32_t group_id)
 {
     aggmgr_job_t *job = aggmgr_job_find(am, job_id);
@@ -565,7 +643,8 @@ agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id
         if (g->id != group_id) {
             continue;
         }
-        if (g->owner_fd != fd && job->owner_fd != fd) {
+        if (g->owner_fd != fd && job->owner_fd != fd &&
+            !(g->owner_fd < 0 && aggmgr_conn_attached(am, fd, job_id))) {
             agg_warn("fd %d asked to destroy group %u of job %u, which is another's; refused",
                      fd, group_id, job_id);
             return AGG_ERR_AUTH;

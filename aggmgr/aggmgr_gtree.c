@@ -280,8 +280,8 @@ void aggmgr_gtree_part_teardown(aggmgr_t *am, int sim, const aggmgr_part_ref_t *
     aggmgr_simreq_t what = {.sim = sim, .type = AGG_MSG_GROUP_TEARDOWN,
                             .cb = aggmgr__part_torn_down, .ref = *ref};
 
-    if (sim < 0 || sim >= am->num_sims || am->sims[sim].fd < 0) {
-        return; /* gone, and its parts with it */
+    if (sim < 0 || sim >= am->num_sims || am->sims[sim].fd < 0 || am->keep_parts) {
+        return; /* gone, and its parts with it; or kept for the manager's return */
     }
     agg_wire_swap(&body, AGG_FMT_GROUP_REF, 1);
     if (aggmgr_sim_request(am, &what, &body, sizeof(body), NULL) != AGG_OK) {

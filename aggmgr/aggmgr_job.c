@@ -77,6 +77,15 @@ static uint32_t aggmgr__share(uint32_t cap, long long percent)
     return v == 0 ? 1 : v;
 }
 
+/* What a job's struct holds, and itself (its tree apart). */
+static void aggmgr__job_free(aggmgr_job_t *job)
+{
+    free(job->cas);
+    free(job->rank_host);
+    free(job->held);
+    free(job);
+}
+
 /* The adapters a job holds, each once (ranks of a host may share one). */
 static agg_status_t aggmgr__job_hold(aggmgr_t *am, aggmgr_job_t *job)
 {
@@ -187,6 +196,8 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     job->max_groups      = groups;
     job->payload_per_ost = payload;
     job->osts_per_group  = req->osts_per_group;
+    job->owner_pid       = req->pid;
+    snprintf(job->owner_host, sizeof(job->owner_host), "%s", req->host);
     job->tree_id         = am->next_tree_id++;
     /* the paired SAT tree: the same switches, streaming, its own ID */
     job->sat_tree_id     = (req->flags & AGG_JOB_F_SAT) ? am->next_tree_id++ : 0;
@@ -206,9 +217,10 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     rep->sat_tree_id     = job->sat_tree_id;
     rep->sat_flows       = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_SAT_FLOWS);
     rep->shared_adapters = job->num_cas < job->world_size;
-    agg_info("job %u (key 0x%llx) created for %s pid %u: %u ranks on %u adapters, tree %u%s "
+    aggmgr_journal_job(am, job);
+    agg_info("job %u created for %s pid %u: %u ranks on %u adapters, tree %u%s "
              "root %s depth %d nodes %d, quota osts %u payload %u groups %u",
-             job->id, (unsigned long long)job->key, req->host, req->pid, job->world_size,
+             job->id, req->host, req->pid, job->world_size,
              job->num_cas, job->tree_id, job->sat_tree_id ? " (+SAT)" : "",
              am->topo.nodes[job->tree.nodes[0].topo_node].id, job->tree.depth,
              job->tree.num_nodes, osts, payload, groups);
@@ -217,9 +229,7 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
 err_tree:
     aggmgr_tree_free(&job->tree);
 err_free:
-    free(job->cas);
-    free(job->rank_host);
-    free(job);
+    aggmgr__job_free(job);
     return st;
 }
 
@@ -235,6 +245,8 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id)
         }
         job = *pp;
         *pp = job->next;
+        job->ending = 1; /* one record says it all */
+        aggmgr_journal_job_end(am, job->id);
         while ((g = job->groups) != NULL) {
             aggmgr_group_event(am, g, AGGMGR_GROUP_EV_DROP, AGG_ERR_NO_JOB);
         }
@@ -245,14 +257,173 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id)
         }
         agg_info("job %u destroyed", job->id);
         aggmgr_tree_free(&job->tree);
-        free(job->cas);
-        free(job->rank_host);
-        free(job->held);
-        free(job);
+        aggmgr__job_free(job);
         am->num_jobs--;
         return AGG_OK;
     }
     return AGG_ERR_NO_JOB;
+}
+
+/* The job's tree again, rooted where the journal says it was. */
+static agg_status_t aggmgr__tree_rebuild(aggmgr_t *am, aggmgr_job_t *job, uint32_t root)
+{
+    unsigned *load = malloc((size_t)am->topo.num_nodes * sizeof(*load));
+    agg_status_t st;
+    int n;
+
+    if (load == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    /* the root is chosen among the switches of least height by load: the
+       recorded one alone has none */
+    for (n = 0; n < am->topo.num_nodes; ++n) {
+        load[n] = (uint32_t)n == root ? 0 : 1;
+    }
+    st = aggmgr_tree_build(&am->topo, job->cas, (int)job->world_size, load, &job->tree);
+    free(load);
+    if (st == AGG_OK && (uint32_t)job->tree.nodes[0].topo_node != root) {
+        aggmgr_tree_free(&job->tree);
+        st = AGG_ERR_NO_TREE;
+    }
+    return st;
+}
+
+agg_status_t aggmgr_job_restore(aggmgr_t *am, const aggmgr_job_rec_t *rec, char *why,
+                                size_t whylen)
+{
+    aggmgr_job_t *job;
+    agg_status_t st = AGG_ERR_NO_MEMORY;
+    uint32_t r;
+
+    if (aggmgr_job_find(am, rec->id) != NULL) {
+        snprintf(why, whylen, "job %u is there twice", rec->id);
+        return AGG_ERR_PROTOCOL;
+    }
+    if (rec->world_size == 0 || rec->num_hosts == 0 || rec->root >= (uint32_t)am->topo.num_nodes ||
+        am->topo.nodes[rec->root].type != AGGMGR_NODE_SWITCH) {
+        snprintf(why, whylen, "job %u: %u ranks, %u hosts, root node %u", rec->id,
+                 rec->world_size, rec->num_hosts, rec->root);
+        return AGG_ERR_PROTOCOL;
+    }
+    for (r = 0; r < rec->world_size; ++r) {
+        if (rec->cas[r] < 0 || rec->cas[r] >= am->topo.num_cas ||
+            rec->host_of[r] >= rec->num_hosts) {
+            snprintf(why, whylen, "job %u: rank %u has adapter %d of %d, host %u of %u",
+                     rec->id, r, rec->cas[r], am->topo.num_cas, rec->host_of[r],
+                     rec->num_hosts);
+            return AGG_ERR_PROTOCOL;
+        }
+        if (am->ca_busy[rec->cas[r]]) {
+            snprintf(why, whylen, "job %u: rank %u's adapter %s is another job's", rec->id, r,
+                     am->topo.nodes[am->topo.cas[rec->cas[r]]].id);
+            return AGG_ERR_PROTOCOL;
+        }
+    }
+    job = calloc(1, sizeof(*job));
+    if (job == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    job->world_size = rec->world_size;
+    job->cas        = malloc(rec->world_size * sizeof(*job->cas));
+    job->rank_host  = malloc(rec->world_size * sizeof(*job->rank_host));
+    if (job->cas == NULL || job->rank_host == NULL) {
+        goto err_free;
+    }
+    for (r = 0; r < rec->world_size; ++r) {
+        job->cas[r] = rec->cas[r];
+        memcpy(job->rank_host[r], rec->hosts + (size_t)rec->host_of[r] * AGG_WIRE_NAME_LEN,
+               AGG_WIRE_NAME_LEN);
+        job->rank_host[r][AGG_WIRE_NAME_LEN - 1] = '\0';
+    }
+    st = aggmgr__tree_rebuild(am, job, rec->root);
+    if (st != AGG_OK) {
+        snprintf(why, whylen, "job %u: no tree rooted at %s covers its adapters", rec->id,
+                 am->topo.nodes[rec->root].id);
+        goto err_free;
+    }
+    st = aggmgr__job_hold(am, job);
+    if (st != AGG_OK) {
+        goto err_tree;
+    }
+    /* what it held before, whether or not it would be granted now */
+    aggmgr__tree_reserve(am, &job->tree, 1, rec->osts, rec->max_groups);
+    am->ans[rec->root].trees_rooted++;
+    job->id                = rec->id;
+    job->key               = rec->key;
+    job->owner_fd          = -1;
+    job->osts              = rec->osts;
+    job->max_groups        = rec->max_groups;
+    job->payload_per_ost   = rec->payload_per_ost;
+    job->osts_per_group    = rec->osts_per_group;
+    job->tree_id           = rec->tree_id;
+    job->sat_tree_id       = rec->sat_tree_id;
+    job->owner_pid         = rec->owner_pid;
+    job->restored_until_ms = agg_time_ms() +
+                             agg_conf_int(&am->conf, AGG_CONF_AM_RESTORE_GRACE_MS);
+    memcpy(job->owner_host, rec->owner_host, AGG_WIRE_NAME_LEN);
+    job->owner_host[AGG_WIRE_NAME_LEN - 1] = '\0';
+    job->next = am->jobs;
+    am->jobs  = job;
+    am->num_jobs++;
+    if (am->next_job_id < job->id) {
+        am->next_job_id = job->id;
+    }
+    if (am->next_tree_id <= job->tree_id) {
+        am->next_tree_id = job->tree_id + 1;
+    }
+    if (am->next_tree_id <= job->sat_tree_id) {
+        am->next_tree_id = job->sat_tree_id + 1;
+    }
+    return AGG_OK;
+
+err_tree:
+    aggmgr_tree_free(&job->tree);
+err_free:
+    aggmgr__job_free(job);
+    return st;
+}
+
+agg_status_t aggmgr_job_attach(aggmgr_t *am, int fd, const agg_msg_job_attach_t *req)
+{
+    aggmgr_job_t *job = aggmgr_job_find(am, req->job_id);
+
+    if (job == NULL) {
+        return AGG_ERR_NO_JOB;
+    }
+    if (req->job_key != job->key) {
+        agg_warn("fd %d asked to attach to job %u without its key; refused", fd, job->id);
+        return AGG_ERR_AUTH;
+    }
+    if (req->world_rank == 0 && job->owner_fd < 0) {
+        job->owner_fd          = fd;
+        job->restored_until_ms = 0;
+        agg_info("job %u: rank 0 is back; the job is its again", job->id);
+    }
+    return AGG_OK;
+}
+
+int aggmgr_jobs_expire(aggmgr_t *am)
+{
+    int64_t now = agg_time_ms(), next = -1;
+    aggmgr_job_t *job, *jnext;
+
+    for (job = am->jobs; job != NULL; job = jnext) {
+        jnext = job->next;
+        if (job->restored_until_ms == 0) {
+            continue;
+        }
+        if (job->restored_until_ms <= now) {
+            agg_warn("job %u (pid %u on %s): read back from the journal, and its rank 0 did "
+                     "not come back within am_restore_grace_ms; releasing it", job->id,
+                     job->owner_pid, job->owner_host);
+            aggmgr_job_destroy(am, job->id);
+            continue;
+        }
+        if (next < 0 || job->restored_until_ms - now < next) {
+            next = job->restored_until_ms - now;
+        }
+    }
+    return next > INT32_MAX ? INT32_MAX : (int)next;
 }
 
 agg_status_t aggmgr_job_owned(aggmgr_t *am, uint32_t job_id, int fd)

@@ -513,6 +513,54 @@ static agg_status_t aggmgr__on_hello(aggmgr_t *am, aggmgr_conn_t *c, uint32_t tx
     return aggmgr_conn_send(am, c->fd, AGG_MSG_HELLO_REPLY, txid, &rep, sizeof(rep));
 }
 
+/* STATE: the manager's state as text (agg_info -S). */
+static agg_status_t aggmgr__on_state(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid)
+{
+    agg_msg_status_t *rep = malloc(sizeof(*rep) + AGG_STATE_TEXT_MAX);
+    size_t len;
+    agg_status_t st;
+
+    if (rep == NULL) {
+        return aggmgr__send_status(am, c->fd, AGG_MSG_STATE_REPLY, txid, AGG_ERR_NO_MEMORY);
+    }
+    len         = aggmgr_state_text(am, (char *)(rep + 1), AGG_STATE_TEXT_MAX);
+    rep->status = AGG_OK;
+    agg_wire_swap(rep, AGG_FMT_STATUS, 1);
+    st = aggmgr_conn_send(am, c->fd, AGG_MSG_STATE_REPLY, txid, rep, sizeof(*rep) + len + 1);
+    free(rep);
+    return st;
+}
+
+static agg_status_t aggmgr__on_job_attach(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid,
+                                          uint8_t *body, size_t len)
+{
+    agg_msg_job_attach_t *req = (agg_msg_job_attach_t *)body;
+    agg_status_t st;
+
+    if (len != sizeof(*req)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    agg_wire_swap(req, AGG_FMT_JOB_ATTACH, 1);
+    st = aggmgr_job_attach(am, c->fd, req);
+    if (st == AGG_OK) {
+        c->kind         = AGG_PEER_CLIENT;
+        c->attached_job = req->job_id;
+    }
+    return aggmgr__send_status(am, c->fd, AGG_MSG_JOB_ATTACH_REPLY, txid, st);
+}
+
+int aggmgr_conn_attached(const aggmgr_t *am, int fd, uint32_t job_id)
+{
+    int i;
+
+    for (i = 0; i < am->num_conns; ++i) {
+        if (am->conns[i].fd == fd) {
+            return am->conns[i].attached_job == job_id;
+        }
+    }
+    return 0;
+}
+
 /* Handles one complete message; anything but AGG_OK drops the connection. */
 static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr_t hdr,
                                      uint8_t *body)
@@ -568,6 +616,12 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
         break;
     case AGG_MSG_STATS:
         st = aggmgr__on_stats(am, c, hdr.txid);
+        break;
+    case AGG_MSG_STATE:
+        st = hdr.length == 0 ? aggmgr__on_state(am, c, hdr.txid) : AGG_ERR_PROTOCOL;
+        break;
+    case AGG_MSG_JOB_ATTACH:
+        st = aggmgr__on_job_attach(am, c, hdr.txid, body, hdr.length);
         break;
     default:
         st = AGG_ERR_PROTOCOL;
@@ -938,6 +992,8 @@ static int aggmgr__tick(agg_loop_t *loop, void *arg)
         aggmgr__reload(am);
     }
     next = aggmgr_sims_expire(am);
+    aggmgr_jobs_expire(am);
+    aggmgr_journal_flush(am);
     return next >= 0 && next < 100 ? next : 100;
 }
 
@@ -977,6 +1033,11 @@ void aggmgr_server_close(aggmgr_t *am)
 {
     aggmgr_job_t *job;
 
+    if (am->journal.path[0] != '\0') {
+        /* the journal keeps the jobs for the next manager, the switchsims their groups */
+        aggmgr_journal_close(am);
+        am->keep_parts = 1;
+    }
     while ((job = am->jobs) != NULL) {
         aggmgr_job_destroy(am, job->id);
     }

@@ -162,6 +162,11 @@ int main(int argc, char **argv)
         goto out;
     }
     aggmgr_resources_init(&am);
+    if (aggmgr_journal_open(&am, err, sizeof(err)) != AGG_OK) {
+        fprintf(stderr, "aggmgr: %s\n", err);
+        rc = 2;
+        goto out;
+    }
 
     /* a descriptor for every connection it may keep, where the hard limit allows */
     agg_sock_fd_limit(AGGMGR_MAX_CONNS + 64);

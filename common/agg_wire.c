@@ -129,6 +129,10 @@ const char *agg_msg_type_name(unsigned type)
         [AGG_MSG_STATS_REPLY]          = "STATS_REPLY",
         [AGG_MSG_ERROR_REPLY]          = "ERROR_REPLY",
         [AGG_MSG_SIM_REPORT]           = "SIM_REPORT",
+        [AGG_MSG_STATE]                = "STATE",
+        [AGG_MSG_STATE_REPLY]          = "STATE_REPLY",
+        [AGG_MSG_JOB_ATTACH]           = "JOB_ATTACH",
+        [AGG_MSG_JOB_ATTACH_REPLY]     = "JOB_ATTACH_REPLY",
     };
 
     if (type >= AGG_MSG__MAX || names[type] == NULL) {

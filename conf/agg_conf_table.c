@@ -640,6 +640,60 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "counters) before the request fails; the manager serves "
                   "everyone else meanwhile.",
     },
+    [AGG_CONF_AM_JOURNAL] = {
+        .key    = "am_journal",
+        .env    = {"AGG_AM_JOURNAL", NULL},
+        .defval = "",
+        .type   = AGG_CONF_T_STRING,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .doc    = "File where the manager writes every job and group it "
+                  "admits and ends (append-only, a checksum per record), and "
+                  "reads them back when it starts: a manager killed or "
+                  "restarted keeps its jobs, groups and counts, and its "
+                  "switchsims keep the groups they serve. Empty: no journal; "
+                  "a restart forgets everything.",
+    },
+    [AGG_CONF_AM_JOURNAL_SYNC] = {
+        .key     = "am_journal_sync",
+        .env     = {"AGG_AM_JOURNAL_SYNC", NULL},
+        .defval  = "change",
+        .type    = AGG_CONF_T_ENUM,
+        .choices = "change|batch|none",
+        .scope   = AGG_CONF_SCOPE_MANAGER,
+        .flags   = AGG_CONF_F_RELOADABLE,
+        .doc     = "When the journal reaches the disk: change (before the "
+                   "client hears back, each time), batch (within 100 ms: a "
+                   "machine that loses power may lose the last changes, a "
+                   "killed manager does not) or none (when the kernel "
+                   "writes it).",
+    },
+    [AGG_CONF_AM_JOURNAL_MAX] = {
+        .key    = "am_journal_max",
+        .env    = {"AGG_AM_JOURNAL_MAX", NULL},
+        .defval = "4m",
+        .type   = AGG_CONF_T_INT,
+        .min    = 4096,
+        .max    = 1LL << 40,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .flags  = AGG_CONF_F_RELOADABLE,
+        .doc    = "Bytes the journal may grow to before the manager rewrites "
+                  "it as the jobs and groups that stand now (into a new "
+                  "file, renamed over the old one).",
+    },
+    [AGG_CONF_AM_RESTORE_GRACE_MS] = {
+        .key    = "am_restore_grace_ms",
+        .env    = {"AGG_AM_RESTORE_GRACE_MS", NULL},
+        .defval = "60000",
+        .type   = AGG_CONF_T_INT,
+        .min    = 100,
+        .max    = 86400000,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .flags  = AGG_CONF_F_RELOADABLE,
+        .doc    = "Milliseconds a job read back from the journal waits for its "
+                  "rank 0 to come back (JOB_ATTACH with the job's key); a job "
+                  "nobody claims by then ended while the manager was down, "
+                  "and its resources are given back.",
+    },
     [AGG_CONF_AN_OSTS] = {
         .key    = "an_osts",
         .env    = {"AGG_AN_OSTS", NULL},

@@ -100,6 +100,24 @@ static int agg__info_stats(const agg_conf_t *conf)
     agg_wire_swap(&hrep, AGG_FMT_HELLO_REPLY, 1);
     printf("aggmgr at %s: pid %u, fabric of %u switches and %u host adapters\n", addr,
            hrep.mgr_pid, hrep.num_switches, hrep.num_cas);
+    {
+        /* what the manager holds: jobs, groups, switches in use, switchsims */
+        agg_msg_status_t *state = malloc(sizeof(*state) + AGG_STATE_TEXT_MAX);
+
+        if (state == NULL || agg_msg_call(fd, AGG_MSG_STATE, NULL, 0, AGG_MSG_STATE_REPLY,
+                                          state, sizeof(*state) + AGG_STATE_TEXT_MAX, &len,
+                                          timeout) != AGG_OK || len < sizeof(*state)) {
+            fprintf(stderr, "agg_info: no answer to the state request\n");
+            free(state);
+            goto out;
+        }
+        agg_wire_swap(state, AGG_FMT_STATUS, 1);
+        if (state->status == AGG_OK && len > sizeof(*state)) {
+            ((char *)state)[len - 1] = '\0';
+            fputs((const char *)(state + 1), stdout);
+        }
+        free(state);
+    }
     /* aggmgr answers when every switchsim has, or its am_sim_timeout_ms is up */
     if (agg_msg_call(fd, AGG_MSG_STATS, NULL, 0, AGG_MSG_STATS_REPLY, &srep, sizeof(srep),
                      &len, timeout + (int)agg_conf_int(conf, AGG_CONF_AM_SIM_TIMEOUT_MS)) !=

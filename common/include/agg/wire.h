@@ -49,6 +49,10 @@ typedef enum agg_msg_type {
     AGG_MSG_STATS_REPLY        = 18,
     AGG_MSG_ERROR_REPLY        = 19, /* a request that could not be parsed */
     AGG_MSG_SIM_REPORT         = 20, /* switchsim -> mgr on its own: txid 0, no reply */
+    AGG_MSG_STATE              = 21, /* any -> mgr: its jobs, groups and counts, as text */
+    AGG_MSG_STATE_REPLY        = 22,
+    AGG_MSG_JOB_ATTACH         = 23, /* libagg -> mgr: a job's client again, after a restart */
+    AGG_MSG_JOB_ATTACH_REPLY   = 24,
     AGG_MSG__MAX
 } agg_msg_type_t;
 
@@ -249,6 +253,20 @@ typedef struct agg_msg_job_ref {
     uint32_t reserved;
 } agg_msg_job_ref_t;
 
+/*
+ * A client proves it belongs to a job by its key (a manager restored from
+ * its journal knows no connection of it). World rank 0 owns the job again;
+ * any rank may then destroy the groups restored with it.
+ */
+typedef struct agg_msg_job_attach {
+    uint64_t job_key;
+    uint32_t job_id;
+    uint32_t world_rank;
+} agg_msg_job_attach_t;
+
+/* STATE_REPLY: a status, then the manager's state as NUL-terminated text. */
+#define AGG_STATE_TEXT_MAX (AGG_WIRE_MAX_BODY - 8)
+
 typedef struct agg_msg_group_create {
     uint32_t job_id;
     uint32_t num_members;        /* followed by num_members uint32_t world ranks */
@@ -345,6 +363,7 @@ typedef enum agg_tree_type {
 #define AGG_FMT_JOB_CREATE         "qllllllllss"
 #define AGG_FMT_JOB_CREATE_REPLY   "llllllllqllll"
 #define AGG_FMT_JOB_REF            "ll"
+#define AGG_FMT_JOB_ATTACH         "qll"
 #define AGG_FMT_GROUP_CREATE       "llllllq"
 #define AGG_FMT_GROUP_CREATE_REPLY "llll"
 #define AGG_FMT_GROUP_TREE         "llllllllq"

@@ -66,6 +66,10 @@ typedef enum agg_conf_id {
     AGG_CONF_AM_MAX_JOBS,
     AGG_CONF_AM_LLT_QUOTA_PERCENT, /* share of each AN a job gets by default */
     AGG_CONF_AM_SIM_TIMEOUT_MS,    /* how long aggmgr waits for a switchsim's answer */
+    AGG_CONF_AM_JOURNAL,           /* AGG_AM_JOURNAL file of jobs and groups, "" = none */
+    AGG_CONF_AM_JOURNAL_SYNC,      /* AGG_AM_JOURNAL_SYNC change|batch|none */
+    AGG_CONF_AM_JOURNAL_MAX,       /* AGG_AM_JOURNAL_MAX bytes before it is compacted */
+    AGG_CONF_AM_RESTORE_GRACE_MS,  /* AGG_AM_RESTORE_GRACE_MS a restored job waits for its client */
     AGG_CONF_AN_OSTS,              /* OSTs per aggregation node */
     AGG_CONF_AN_PAYLOAD_PER_OST,   /* default (and largest) payload per OST of an AN */
     AGG_CONF_AN_MAX_GROUPS,        /* groups per aggregation node */
