@@ -385,6 +385,19 @@ agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id
  */
 unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len);
 
+/*
+ * A switchsim registered again: the groups read back whose switches all
+ * have their switchsims now get their parts (aggmgr_gtree_rejoin).
+ */
+void aggmgr_groups_rejoin(aggmgr_t *am);
+
+/*
+ * Does the manager hold the part switchsim `sim` says it serves? A group
+ * read back whose parts are not cut yet (a switchsim it needs has not come
+ * back) holds every part of its trees.
+ */
+int aggmgr_part_held(aggmgr_t *am, int sim, const agg_msg_group_ref_t *ref);
+
 /* ---- a group's part on one tree, on the switchsims (aggmgr_gtree.c) ---- */
 
 /*
@@ -413,6 +426,13 @@ agg_status_t aggmgr_gtree_eps(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtre
 
 /* Asks switchsim `sim` to undo the part ref; nobody waits for the answer. */
 void aggmgr_gtree_part_teardown(aggmgr_t *am, int sim, const aggmgr_part_ref_t *ref);
+
+/*
+ * A group read back from the journal: once every switch of gt has its
+ * switchsim registered again, its parts are cut as when it was laid out and
+ * taken as standing (their switchsims serve them). 1 when gt has its parts.
+ */
+int aggmgr_gtree_rejoin(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtree_t *gt);
 
 /* Undoes every part of gt laid out, and frees what describes them. */
 void aggmgr_gtree_release(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtree_t *gt,

@@ -654,6 +654,45 @@ agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id
     return AGG_ERR_GROUP_ID;
 }
 
+void aggmgr_groups_rejoin(aggmgr_t *am)
+{
+    aggmgr_job_t *job;
+    aggmgr_group_t *g;
+
+    for (job = am->jobs; job != NULL; job = job->next) {
+        for (g = job->groups; g != NULL; g = g->next) {
+            if (g->state == AGGMGR_GROUP_READY && g->llt.parts == NULL &&
+                aggmgr_gtree_rejoin(am, g, &g->llt) && g->sat.status == AGG_OK &&
+                aggmgr_gtree_rejoin(am, g, &g->sat)) {
+                agg_info("job %u: group %u read back from the journal has its switchsims "
+                         "again", job->id, g->id);
+            }
+        }
+    }
+}
+
+int aggmgr_part_held(aggmgr_t *am, int sim, const agg_msg_group_ref_t *ref)
+{
+    aggmgr_job_t *job = aggmgr_job_find(am, ref->job_id);
+    const aggmgr_gtree_t *gt;
+    aggmgr_group_t *g;
+
+    for (g = job != NULL ? job->groups : NULL; g != NULL && g->id != ref->group_id;
+         g = g->next) {
+    }
+    if (g == NULL || g->state != AGGMGR_GROUP_READY || ref->tree > AGG_TREE_SAT) {
+        return 0;
+    }
+    gt = ref->tree == AGG_TREE_SAT ? &g->sat : &g->llt;
+    if (gt->status != AGG_OK) {
+        return 0;
+    }
+    if (gt->parts == NULL) {
+        return 1; /* not cut yet: a switchsim it needs is still away */
+    }
+    return ref->part < gt->num_parts && gt->parts[ref->part].sim == sim;
+}
+
 /* Does a group have a part on switchsim `sim`? */
 static int aggmgr__group_on(const aggmgr_group_t *g, int sim)
 {

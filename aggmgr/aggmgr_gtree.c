@@ -306,3 +306,28 @@ void aggmgr_gtree_release(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtree_t 
     }
     aggmgr__gtree_parts_free(gt);
 }
+
+int aggmgr_gtree_rejoin(aggmgr_t *am, const aggmgr_group_t *g, aggmgr_gtree_t *gt)
+{
+    uint32_t pi;
+    int i;
+
+    if (gt->parts != NULL) {
+        return 1;
+    }
+    for (i = 0; i < gt->tree.num_nodes; ++i) {
+        int sim = am->ans[gt->tree.nodes[i].topo_node].sim;
+
+        if (sim < 0 || am->sims[sim].fd < 0) {
+            return 0; /* a switchsim it needs has not come back yet */
+        }
+    }
+    if (aggmgr__gtree_parts(am, g, gt) != AGG_OK) {
+        aggmgr__gtree_parts_free(gt);
+        return 0;
+    }
+    for (pi = 0; pi < gt->num_parts; ++pi) {
+        gt->parts[pi].configured = 1; /* its switchsim serves it: it said so */
+    }
+    return 1;
+}

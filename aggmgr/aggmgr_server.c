@@ -513,6 +513,48 @@ static agg_status_t aggmgr__on_hello(aggmgr_t *am, aggmgr_conn_t *c, uint32_t tx
     return aggmgr_conn_send(am, c->fd, AGG_MSG_HELLO_REPLY, txid, &rep, sizeof(rep));
 }
 
+/*
+ * SIM_PARTS: a switchsim registered again says which parts it serves. It
+ * hears back first (it waits for that answer alone), then the groups read
+ * back get their parts, then what the manager does not hold is torn down.
+ */
+static agg_status_t aggmgr__on_sim_parts(aggmgr_t *am, aggmgr_conn_t *c, int sim,
+                                         uint32_t txid, uint8_t *body, size_t len)
+{
+    agg_msg_sim_parts_t *msg = (agg_msg_sim_parts_t *)body;
+    agg_msg_group_ref_t *ref;
+    unsigned dropped = 0;
+    agg_status_t st;
+    uint32_t i;
+
+    if (len < sizeof(*msg)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    agg_wire_swap(msg, AGG_FMT_SIM_PARTS, 1);
+    if (len != sizeof(*msg) + (size_t)msg->num_parts * sizeof(*ref)) {
+        return AGG_ERR_PROTOCOL;
+    }
+    ref = (agg_msg_group_ref_t *)(msg + 1);
+    agg_wire_swap(ref, AGG_FMT_GROUP_REF, msg->num_parts);
+    st = aggmgr__send_status(am, c->fd, AGG_MSG_SIM_PARTS_REPLY, txid, AGG_OK);
+    if (st != AGG_OK) {
+        return st;
+    }
+    aggmgr_groups_rejoin(am);
+    for (i = 0; i < msg->num_parts; ++i) {
+        if (!aggmgr_part_held(am, sim, &ref[i])) {
+            aggmgr_part_ref_t pref = {.job_id = ref[i].job_id, .group_id = ref[i].group_id,
+                                      .tree = ref[i].tree, .part = ref[i].part};
+
+            aggmgr_gtree_part_teardown(am, sim, &pref);
+            dropped++;
+        }
+    }
+    agg_info("switchsim %u serves %u groups' parts; %u of them the manager does not hold "
+             "(torn down)", am->sims[sim].id, msg->num_parts, dropped);
+    return AGG_OK;
+}
+
 /* STATE: the manager's state as text (agg_info -S). */
 static agg_status_t aggmgr__on_state(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid)
 {
@@ -574,6 +616,14 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
         /* a registered switchsim only answers what it was asked */
         int sim = aggmgr_sim_of_fd(am, c->fd);
 
+        if (sim >= 0 && hdr.type == AGG_MSG_SIM_PARTS) {
+            st = aggmgr__on_sim_parts(am, c, sim, hdr.txid, body, hdr.length);
+            if (st == AGG_ERR_PROTOCOL) {
+                agg_warn("malformed SIM_PARTS (%u bytes) from switchsim %u; disconnecting",
+                         hdr.length, am->sims[sim].id);
+            }
+            return st;
+        }
         if (sim >= 0) {
             return aggmgr_sim_message(am, sim, &hdr, body);
         }

@@ -133,6 +133,8 @@ const char *agg_msg_type_name(unsigned type)
         [AGG_MSG_STATE_REPLY]          = "STATE_REPLY",
         [AGG_MSG_JOB_ATTACH]           = "JOB_ATTACH",
         [AGG_MSG_JOB_ATTACH_REPLY]     = "JOB_ATTACH_REPLY",
+        [AGG_MSG_SIM_PARTS]            = "SIM_PARTS",
+        [AGG_MSG_SIM_PARTS_REPLY]      = "SIM_PARTS_REPLY",
     };
 
     if (type >= AGG_MSG__MAX || names[type] == NULL) {

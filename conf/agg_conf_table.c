@@ -814,4 +814,20 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "to. N counts messages that way from 1. The same seed and "
                   "traffic meet the same faults (common/include/agg/fault.h).",
     },
+    [AGG_CONF_SIM_AM_RETRY_MS] = {
+        .key    = "sim_am_retry_ms",
+        .env    = {"AGG_SIM_AM_RETRY_MS", NULL},
+        .defval = "60000",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 86400000,
+        .scope  = AGG_CONF_SCOPE_SIM,
+        .flags  = AGG_CONF_F_RELOADABLE,
+        .doc    = "Milliseconds switchsim keeps serving its groups and "
+                  "calling aggmgr again after its control connection closes "
+                  "(the manager restarted, or was killed): it registers "
+                  "again, says which groups' parts it serves, and keeps those "
+                  "the manager still holds (from its journal). 0: switchsim "
+                  "shuts down with its manager.",
+    },
 };

@@ -65,21 +65,90 @@ typedef struct switchsim_ctl_loop {
     switchsim_t *sim;
     const char  *config, *am; /* how the settings were given, for a reload */
     int64_t      reaped_ms;
+    int64_t      lost_ms;     /* when the control connection closed; 0 while it stands */
+    int64_t      tried_ms;    /* the last call to aggmgr since */
     agg_status_t st;          /* why the loop stopped */
 } switchsim_ctl_loop_t;
+
+static void switchsim_on_ctl(agg_loop_t *loop, int fd, short revents, void *arg);
+
+/*
+ * The control connection closed: the groups go on being served while
+ * aggmgr is called again (sim_am_retry_ms), or switchsim stops with it.
+ */
+static void switchsim_ctl_lost(switchsim_ctl_loop_t *cl, agg_loop_t *loop)
+{
+    switchsim_t *sim = cl->sim;
+    long long retry = agg_conf_int(&sim->conf, AGG_CONF_SIM_AM_RETRY_MS);
+
+    agg_loop_del(loop, sim->am_fd, cl);
+    close(sim->am_fd);
+    sim->am_fd = -1;
+    if (retry == 0) {
+        agg_error("aggmgr closed the control connection; shutting down (sim_am_retry_ms 0)");
+        cl->st = AGG_ERR_IO;
+        switchsim_stop_flag = 1;
+        return;
+    }
+    agg_warn("aggmgr closed the control connection; serving the %u groups' parts here and "
+             "calling it again for %lld ms", sim->num_groups, retry);
+    cl->lost_ms  = agg_time_ms();
+    cl->tried_ms = 0;
+}
+
+/* Called from the tick while the control connection is down. */
+static void switchsim_ctl_again(switchsim_ctl_loop_t *cl, agg_loop_t *loop)
+{
+    switchsim_t *sim = cl->sim;
+    agg_am_target_t target = agg_conf_am_target(&sim->conf);
+    long long retry = agg_conf_int(&sim->conf, AGG_CONF_SIM_AM_RETRY_MS);
+    int64_t now = agg_time_ms();
+    char err[512];
+    agg_status_t st;
+
+    if (now - cl->tried_ms < 500) {
+        return;
+    }
+    cl->tried_ms = now;
+    if (agg_am_connect(&target, 0, &sim->am_fd, err, sizeof(err)) != AGG_OK) {
+        sim->am_fd = -1;
+        if (now - cl->lost_ms >= retry) {
+            agg_error("aggmgr did not come back within sim_am_retry_ms (%lld ms): %s; "
+                      "shutting down", retry, err);
+            cl->st = AGG_ERR_NO_SWITCHSIM;
+            switchsim_stop_flag = 1;
+        }
+        return;
+    }
+    st = switchsim_ctl_register(sim, (int)agg_conf_int(&sim->conf, AGG_CONF_CONNECT_TIMEOUT_MS));
+    if (st == AGG_OK) {
+        st = agg_loop_add(loop, sim->am_fd, POLLIN, NULL, switchsim_on_ctl, cl);
+    }
+    if (st != AGG_OK) {
+        close(sim->am_fd);
+        sim->am_fd = -1;
+        if (st == AGG_ERR_TOPOLOGY || now - cl->lost_ms >= retry) {
+            agg_error("registering with aggmgr again failed: %s; shutting down",
+                      agg_status_string(st));
+            cl->st = st;
+            switchsim_stop_flag = 1;
+        }
+        return;
+    }
+    agg_info("back with aggmgr %lld ms after the control connection closed",
+             (long long)(now - cl->lost_ms));
+    cl->lost_ms = 0;
+}
 
 static void switchsim_on_ctl(agg_loop_t *loop, int fd, short revents, void *arg)
 {
     switchsim_ctl_loop_t *cl = arg;
     agg_status_t st = switchsim_ctl_handle(cl->sim);
 
-    (void)loop;
     (void)fd;
     (void)revents;
     if (st == AGG_ERR_IO) {
-        agg_error("aggmgr closed the control connection; shutting down");
-        cl->st = st;
-        switchsim_stop_flag = 1;
+        switchsim_ctl_lost(cl, loop);
     } else if (st != AGG_OK) {
         agg_error("control message failed: %s", agg_status_string(st));
     }
@@ -106,7 +175,6 @@ static int switchsim_on_tick(agg_loop_t *loop, void *arg)
     switchsim_ctl_loop_t *cl = arg;
     switchsim_t *sim = cl->sim;
 
-    (void)loop;
     if (switchsim_reload_flag) {
         switchsim_reload_flag = 0;
         switchsim_reload(cl);
@@ -122,7 +190,11 @@ static int switchsim_on_tick(agg_loop_t *loop, void *arg)
         pthread_rwlock_unlock(&sim->lock);
         cl->reaped_ms = agg_time_ms();
     }
-    switchsim_ctl_report(sim);
+    if (sim->am_fd < 0) {
+        switchsim_ctl_again(cl, loop);
+    } else {
+        switchsim_ctl_report(sim);
+    }
     return SWITCHSIM_REAP_MS;
 }
 

@@ -23,6 +23,62 @@ static int switchsim__guid_cmp(const void *a, const void *b)
     return x->guid < y->guid ? -1 : x->guid > y->guid;
 }
 
+/* Registering again, it must be given the switches it has (sorted as sw is). */
+static agg_status_t switchsim__same_switches(switchsim_t *sim, const agg_wire_switch_t *sw,
+                                             uint32_t n)
+{
+    uint32_t i;
+
+    for (i = 0; i < n && n == sim->num_ans; ++i) {
+        if (sw[i].guid != sim->ans[i].guid) {
+            break;
+        }
+    }
+    if (n != sim->num_ans || i < n) {
+        agg_error("aggmgr now gives this switchsim %u switches, not the %u it hosts (switch "
+                  "%u differs): it cannot keep serving its groups", n, sim->num_ans, i);
+        return AGG_ERR_TOPOLOGY;
+    }
+    return AGG_OK;
+}
+
+/* Tells the manager, registered with again, which groups' parts this switchsim serves. */
+static agg_status_t switchsim__report_parts(switchsim_t *sim, int timeout_ms)
+{
+    agg_msg_sim_parts_t *msg;
+    agg_msg_group_ref_t *ref;
+    switchsim_group_t *g;
+    uint32_t n = 0, max = (AGG_WIRE_MAX_BODY - sizeof(*msg)) / sizeof(*ref);
+    agg_status_t st;
+
+    pthread_rwlock_rdlock(&sim->lock);
+    msg = calloc(1, sizeof(*msg) + (size_t)sim->num_groups * sizeof(*ref));
+    if (msg == NULL) {
+        pthread_rwlock_unlock(&sim->lock);
+        return AGG_ERR_NO_MEMORY;
+    }
+    ref = (agg_msg_group_ref_t *)(msg + 1);
+    for (g = sim->groups; g != NULL && n < max; g = g->next) {
+        ref[n++] = (agg_msg_group_ref_t){.job_id = g->job_id, .group_id = g->id,
+                                         .tree = g->tree, .part = g->part};
+    }
+    pthread_rwlock_unlock(&sim->lock);
+    msg->num_parts = n;
+    agg_wire_swap(msg, AGG_FMT_SIM_PARTS, 1);
+    agg_wire_swap(ref, AGG_FMT_GROUP_REF, n);
+    st = agg_msg_call_status(sim->am_fd, AGG_MSG_SIM_PARTS, msg, sizeof(*msg) + n * sizeof(*ref),
+                             AGG_MSG_SIM_PARTS_REPLY, timeout_ms);
+    free(msg);
+    if (st == AGG_OK) {
+        agg_info("registered with aggmgr again as switchsim %u, serving %u groups' parts; it "
+                 "tears down those it no longer holds", sim->sim_id, n);
+    } else {
+        agg_error("aggmgr did not take the groups this switchsim serves: %s",
+                  agg_status_string(st));
+    }
+    return st;
+}
+
 agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
 {
     agg_msg_sim_register_t reg = {0};
@@ -86,6 +142,15 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
     sw = (agg_wire_switch_t *)(rep + 1);
     agg_wire_swap(sw, AGG_FMT_SWITCH, rep->num_switches);
     qsort(sw, rep->num_switches, sizeof(*sw), switchsim__guid_cmp);
+    if (sim->num_ans > 0) {
+        /* again: the switches it hosts already, whose groups it serves */
+        st = switchsim__same_switches(sim, sw, rep->num_switches);
+        if (st == AGG_OK) {
+            sim->sim_id = rep->sim_id;
+            st = switchsim__report_parts(sim, timeout_ms);
+        }
+        goto out;
+    }
     st = switchsim_an_init(sim, sw, rep->num_switches);
     if (st != AGG_OK) {
         goto out;

@@ -11,15 +11,18 @@ communicator's leader do:
    destroyed; agg_info's state text taken;
 2. aggmgr killed (-9), started again on the journal: the state text is the
    same, line for line (the lines about connections aside: "waiting:",
-   "switchsim", and the journal's size);
+   "switchsim", and the journal's size); switchsim, which served the groups
+   meanwhile, registers again and keeps every part (its group count);
 3. a client without the key is refused; rank 0 attaching with it owns the
-   job again and ends its group and itself; the job nobody claims is released
-   after am_restore_grace_ms; the next job's id follows the last one handed
-   out, not 1;
+   job again and ends its group and itself (switchsim's parts go with them);
+   the job nobody claims is released after am_restore_grace_ms; the next
+   job's id follows the last one handed out, not 1;
 4. a journal whose tail is cut short (a write the manager died in) is read up
    to it, the tail kept in JOURNAL.damaged; a journal kept small
    (am_journal_max 4096) is rewritten as it grows and still reads back the same;
-5. a journal written for another fabric stops the manager with a clear error.
+5. a manager started without a journal has switchsim, registering again,
+   tear down every part it serves (it holds none of them);
+6. a journal written for another fabric stops the manager with a clear error.
 Prints what it checks; exits 0 when everything held.
 """
 import os
@@ -33,6 +36,7 @@ import time
 from aggwire import MAGIC, VERSION
 
 STATE, STATE_REPLY, JOB_ATTACH, JOB_ATTACH_REPLY = 21, 22, 23, 24
+STATS, STATS_REPLY = 17, 18
 JOB_CREATE, JOB_CREATE_REPLY, JOB_DESTROY, JOB_DESTROY_REPLY = 9, 10, 11, 12
 GROUP_CREATE, GROUP_CREATE_REPLY, GROUP_DESTROY, GROUP_DESTROY_REPLY = 13, 14, 15, 16
 OK, ERR_AUTH, ERR_NO_JOB = 0, -207, -204
@@ -118,6 +122,25 @@ def state(addr):
     return rep[4:].rstrip(b"\0").decode()
 
 
+def sim_parts(addr):
+    """The group parts switchsim serves now (its STATS counter, through the manager)."""
+    p = Peer(addr)
+    rtype, rep = p.call(STATS)
+    p.close()
+    st, groups = struct.unpack(">iI", (rep + bytes(8))[:8])
+    assert rtype == STATS_REPLY and st == OK, ("STATS", st)
+    return groups
+
+
+def wait_for(what, timeout=10):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if what():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def held(text):
     """The lines that say what is held (not who is connected)."""
     return [l for l in text.splitlines()
@@ -127,7 +150,11 @@ def held(text):
 class Daemons:
     def __init__(self):
         self.mgr = self.sim = None
-        self.addr = None
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        # one address for every manager started: switchsim calls it again there
+        self.addr = "127.0.0.1:%d" % probe.getsockname()[1]
+        probe.close()
         self.log = None
 
     def start_mgr(self, fabric="4:2:2", extra=None, expect_fail=False, tag="mgr"):
@@ -138,7 +165,7 @@ class Daemons:
         r, w = os.pipe()
         out = open(self.log, "w")
         self.mgr = subprocess.Popen([os.path.join(BIN, "aggmgr"), "--fat-tree", fabric,
-                                     "--listen", "127.0.0.1:0", "--ready-fd", str(w)],
+                                     "--listen", self.addr, "--ready-fd", str(w)],
                                     env=env, stdout=out, stderr=subprocess.STDOUT,
                                     pass_fds=(w,))
         os.close(w)
@@ -149,7 +176,6 @@ class Daemons:
             self.mgr = None
             return rc
         assert line, open(self.log).read()
-        self.addr = line
         return 0
 
     def start_sim(self):
@@ -163,16 +189,14 @@ class Daemons:
             assert ready.readline().strip() == "ready"
 
     def kill9(self):
+        """The manager killed; switchsim goes on serving and calls it again."""
         self.mgr.send_signal(signal.SIGKILL)
         self.mgr.wait()
         self.mgr = None
-        if self.sim is not None:
-            try:
-                self.sim.wait(timeout=20)  # it goes with its manager (for now)
-            except subprocess.TimeoutExpired:
-                self.sim.kill()
-                self.sim.wait()
-            self.sim = None
+
+    def sim_back(self):
+        """switchsim registered with the manager started again."""
+        return wait_for(lambda: "\nswitchsim " in state(self.addr))
 
     def stop(self):
         for p in (self.sim, self.mgr):
@@ -189,6 +213,16 @@ def log_has(path, text):
 
 def main():
     d = Daemons()
+    try:
+        return steps(d)
+    finally:
+        for p in (d.sim, d.mgr):  # whatever went wrong, nothing outlives the test
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def steps(d):
     d.start_mgr()
     d.start_sim()
     key1, key2 = 0x1111222233334444, 0x5555666677778888
@@ -204,14 +238,19 @@ def main():
     print(before)
     check("SAT part of 4 chunks" in before and f"group {g_two}:" in before,
           "the state shows the jobs' groups, SAT part and all")
+    parts = sim_parts(d.addr)
+    check(parts == 4, f"switchsim serves the 4 parts of 3 groups ({parts})")
 
     # 2. kill -9, start again on the journal
     d.kill9()
     t0 = time.monotonic()
     d.start_mgr(tag="mgr2")
     print(f"aggmgr back in {(time.monotonic() - t0) * 1000:.0f} ms")
+    check(d.sim_back(), "switchsim registers with it again")
+    print(f"switchsim back {(time.monotonic() - t0) * 1000:.0f} ms after the restart")
     after = state(d.addr)
     print(after)
+    check(sim_parts(d.addr) == 4, "switchsim kept every part the journal holds")
     check(held(after) == held(before), "after kill -9 the manager holds exactly what it held")
     check(f"waiting: job {job1}," in after and f"waiting: job {job2}," in after,
           "both jobs wait for their rank 0")
@@ -231,6 +270,7 @@ def main():
     check(attach(leader, job1, key1, 2) == OK, "another rank attaches")
     check(leader.status(GROUP_DESTROY, group_ref(job1, g_half)) == OK,
           "a rank that attached ends a restored group")
+    check(wait_for(lambda: sim_parts(d.addr) == 3), "its part on switchsim goes with it")
     leader.close()
     job3 = job_create(rank0, 2, 0x99, 0)
     check(job3 == job2 + 1, f"the next job is {job3}, after the last one handed out ({job2})")
@@ -241,16 +281,17 @@ def main():
           "the job nobody claimed is released after am_restore_grace_ms, the claimed one stays")
     check(log_has(d.log, f"job {job2} (pid 4242 on {socket.gethostname()}): read back from the journal, and "
                          "its rank 0 did not come back"), "and the log says why")
+    check(wait_for(lambda: sim_parts(d.addr) == 2), "switchsim tears down its group's part")
     check(rank0.status(JOB_DESTROY, struct.pack(">II", job1, 0)) == OK, "rank 0 ends its job")
     s = state(d.addr)
     check(s.startswith("manager: 0 jobs, 0 groups") and "\nswitch " not in s,
           "every count is back to nothing")
+    check(wait_for(lambda: sim_parts(d.addr) == 0), "switchsim serves no part")
     rank0.close()
 
     # 4. a damaged tail; a small journal rewritten as it grows
     rank0 = Peer(d.addr)
     job4 = job_create(rank0, 4, key1, JOB_F_SAT)
-    d.start_sim()
     for _ in range(40):
         g = group_create(rank0, job4, key1, [0, 1, 2, 3])
         rank0.status(GROUP_DESTROY, group_ref(job4, g))
@@ -265,7 +306,7 @@ def main():
           "a journal with a damaged tail reads back up to it")
     check(log_has(d.log, "a record cut short") and os.path.getsize(JOURNAL + ".damaged") == 36,
           "the damaged tail is reported and kept aside")
-    d.start_sim()
+    check(d.sim_back(), "switchsim registers again")
     rank0 = Peer(d.addr)
     check(attach(rank0, job4, key1, 0) == OK, "rank 0 attaches again")
     for _ in range(60):
@@ -277,10 +318,18 @@ def main():
     d.kill9()
     d.start_mgr(tag="mgr4")
     check(held(state(d.addr)) == held(before), "a rewritten journal reads back the same")
+    check(d.sim_back() and sim_parts(d.addr) == 2, "switchsim keeps the group's two parts")
+
+    # 5. a manager without the journal holds nothing of what switchsim serves
+    d.kill9()
+    d.start_mgr(extra={"AGG_AM_JOURNAL": ""}, tag="mgr5")
+    check(d.sim_back() and wait_for(lambda: sim_parts(d.addr) == 0),
+          "a manager without the journal has switchsim tear down what it serves")
+    check(log_has(d.log, "2 of them the manager does not hold"), "and says so")
     d.stop()
 
-    # 5. another fabric
-    rc = d.start_mgr(fabric="2:2:2", expect_fail=True, tag="mgr5")
+    # 6. another fabric
+    rc = d.start_mgr(fabric="2:2:2", expect_fail=True, tag="mgr6")
     check(rc == 2 and log_has(d.log, "it was written for another fabric"),
           "a journal of another fabric stops the manager with a clear error")
     d.stop()

@@ -208,6 +208,11 @@ DEFINE_LAYOUT(job_ref, agg_msg_job_ref_t, 8, JOB_REF_LAYOUT)
     X(agg_msg_job_attach_t, world_rank, 12, 4)
 DEFINE_LAYOUT(job_attach, agg_msg_job_attach_t, 16, JOB_ATTACH_LAYOUT)
 
+#define SIM_PARTS_LAYOUT(X)                                                     \
+    X(agg_msg_sim_parts_t, num_parts, 0, 4)                                    \
+    X(agg_msg_sim_parts_t, reserved, 4, 4)
+DEFINE_LAYOUT(sim_parts, agg_msg_sim_parts_t, 8, SIM_PARTS_LAYOUT)
+
 #define GROUP_CREATE_LAYOUT(X)                                                 \
     X(agg_msg_group_create_t, job_id, 0, 4)                                    \
     X(agg_msg_group_create_t, num_members, 4, 4)                               \
@@ -464,6 +469,7 @@ static const struct_pin_t structs[] = {
     STRUCT(job_create_reply, agg_msg_job_create_reply_t, 56, AGG_FMT_JOB_CREATE_REPLY),
     STRUCT(job_ref, agg_msg_job_ref_t, 8, AGG_FMT_JOB_REF),
     STRUCT(job_attach, agg_msg_job_attach_t, 16, AGG_FMT_JOB_ATTACH),
+    STRUCT(sim_parts, agg_msg_sim_parts_t, 8, AGG_FMT_SIM_PARTS),
     STRUCT(group_create, agg_msg_group_create_t, 32, AGG_FMT_GROUP_CREATE),
     STRUCT(group_create_reply, agg_msg_group_create_reply_t, 16,
            AGG_FMT_GROUP_CREATE_REPLY),
@@ -487,7 +493,7 @@ static const struct_pin_t structs[] = {
 #define NUM_STRUCTS (sizeof(structs) / sizeof(structs[0]))
 
 /* Rows above with a format: one per AGG_FMT_* in agg/wire.h. */
-#define NUM_FORMATS 24
+#define NUM_FORMATS 25
 
 #define MAX_FIELDS 32 /* the most fields a pinned struct has, rounded up */
 
@@ -577,11 +583,12 @@ typedef struct type_pin {
     X(JOB_DESTROY, 11) X(JOB_DESTROY_REPLY, 12) X(GROUP_CREATE, 13)            \
     X(GROUP_CREATE_REPLY, 14) X(GROUP_DESTROY, 15) X(GROUP_DESTROY_REPLY, 16)  \
     X(STATS, 17) X(STATS_REPLY, 18) X(ERROR_REPLY, 19) X(SIM_REPORT, 20)      \
-    X(STATE, 21) X(STATE_REPLY, 22) X(JOB_ATTACH, 23) X(JOB_ATTACH_REPLY, 24)
+    X(STATE, 21) X(STATE_REPLY, 22) X(JOB_ATTACH, 23) X(JOB_ATTACH_REPLY, 24) \
+    X(SIM_PARTS, 25) X(SIM_PARTS_REPLY, 26)
 
 #define TYPE_STATIC(_t, _v) _Static_assert(AGG_MSG_##_t == (_v), "AGG_MSG_" #_t);
 MSG_TYPES(TYPE_STATIC)
-_Static_assert(AGG_MSG__MAX == 25, "AGG_MSG__MAX");
+_Static_assert(AGG_MSG__MAX == 27, "AGG_MSG__MAX");
 
 static const type_pin_t msg_types[] = {MSG_TYPES(TYPE)};
 
@@ -714,7 +721,7 @@ static void test_constants(void **state)
                      msg_types[i].want);
         }
     }
-    assert_int_equal(AGG_MSG__MAX, 25);
+    assert_int_equal(AGG_MSG__MAX, 27);
 }
 
 /* ---- 2. format strings ---------------------------------------------- */

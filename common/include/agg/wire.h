@@ -53,6 +53,8 @@ typedef enum agg_msg_type {
     AGG_MSG_STATE_REPLY        = 22,
     AGG_MSG_JOB_ATTACH         = 23, /* libagg -> mgr: a job's client again, after a restart */
     AGG_MSG_JOB_ATTACH_REPLY   = 24,
+    AGG_MSG_SIM_PARTS          = 25, /* switchsim -> mgr after registering again: what it serves */
+    AGG_MSG_SIM_PARTS_REPLY    = 26,
     AGG_MSG__MAX
 } agg_msg_type_t;
 
@@ -264,6 +266,17 @@ typedef struct agg_msg_job_attach {
     uint32_t world_rank;
 } agg_msg_job_attach_t;
 
+/*
+ * A switchsim that registers again (its manager restarted, or the control
+ * connection broke) says which groups' parts it serves: num_parts
+ * agg_msg_group_ref_t follow. The manager answers with a status, then tears
+ * down the parts of groups it does not hold.
+ */
+typedef struct agg_msg_sim_parts {
+    uint32_t num_parts;
+    uint32_t reserved;
+} agg_msg_sim_parts_t;
+
 /* STATE_REPLY: a status, then the manager's state as NUL-terminated text. */
 #define AGG_STATE_TEXT_MAX (AGG_WIRE_MAX_BODY - 8)
 
@@ -364,6 +377,7 @@ typedef enum agg_tree_type {
 #define AGG_FMT_JOB_CREATE_REPLY   "llllllllqllll"
 #define AGG_FMT_JOB_REF            "ll"
 #define AGG_FMT_JOB_ATTACH         "qll"
+#define AGG_FMT_SIM_PARTS          "ll"
 #define AGG_FMT_GROUP_CREATE       "llllllq"
 #define AGG_FMT_GROUP_CREATE_REPLY "llll"
 #define AGG_FMT_GROUP_TREE         "llllllllq"

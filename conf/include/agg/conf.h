@@ -80,6 +80,7 @@ typedef enum agg_conf_id {
     AGG_CONF_SIM_DATA_ADDR,        /* AGG_SIM_DATA_ADDR TCP data port for other hosts' ranks */
     AGG_CONF_SIM_SWITCHES,         /* AGG_SIM_SWITCHES which switches this switchsim hosts */
     AGG_CONF_SIM_FAULTS,           /* AGG_SIM_FAULTS faults injected on the data port */
+    AGG_CONF_SIM_AM_RETRY_MS,      /* AGG_SIM_AM_RETRY_MS how long switchsim waits for aggmgr's return */
     AGG_CONF__COUNT
 } agg_conf_id_t;
 
