@@ -238,6 +238,9 @@ typedef struct aggmgr_sim {
     char     host[AGG_WIRE_NAME_LEN];
     char     data_addr[AGG_WIRE_NAME_LEN]; /* TCP data port, "" none */
     uint32_t reports;                 /* SIM_REPORTs it sent */
+    agg_msg_group_ref_t *served;      /* the parts it said it serves (SIM_PARTS), for
+                                         the groups read back from the journal */
+    uint32_t num_served;
 } aggmgr_sim_t;
 
 typedef struct aggmgr {
@@ -386,8 +389,11 @@ agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id
 unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len);
 
 /*
- * A switchsim registered again: the groups read back whose switches all
- * have their switchsims now get their parts (aggmgr_gtree_rejoin).
+ * A switchsim registered (again, or for the first time since the manager
+ * started): the groups read back whose switches all have their switchsims
+ * now get their parts (aggmgr_gtree_rejoin); one with a part its switchsim
+ * does not serve (it restarted meanwhile) is dropped, and what the others
+ * serve of it torn down.
  */
 void aggmgr_groups_rejoin(aggmgr_t *am);
 

@@ -654,19 +654,52 @@ agg_status_t aggmgr_group_owned(aggmgr_t *am, uint32_t job_id, uint32_t group_id
     return AGG_ERR_GROUP_ID;
 }
 
+/* Does every part of gt stand on its switchsim, as the switchsim said (SIM_PARTS)? */
+static int aggmgr__gtree_served(const aggmgr_t *am, const aggmgr_group_t *g,
+                                const aggmgr_gtree_t *gt, uint32_t tree)
+{
+    uint32_t pi, k;
+
+    for (pi = 0; pi < gt->num_parts; ++pi) {
+        const aggmgr_sim_t *s = &am->sims[gt->parts[pi].sim];
+
+        for (k = 0; k < s->num_served; ++k) {
+            if (s->served[k].group_id == g->id && s->served[k].job_id == g->job->id &&
+                s->served[k].tree == tree && s->served[k].part == pi) {
+                break;
+            }
+        }
+        if (k == s->num_served) {
+            agg_warn("job %u: group %u read back from the journal: switchsim %u does not "
+                     "serve its %s part %u (it restarted?); the group is dropped", g->job->id,
+                     g->id, s->id, tree == AGG_TREE_SAT ? "SAT" : "LLT", pi);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 void aggmgr_groups_rejoin(aggmgr_t *am)
 {
     aggmgr_job_t *job;
-    aggmgr_group_t *g;
+    aggmgr_group_t *g, *next;
 
     for (job = am->jobs; job != NULL; job = job->next) {
-        for (g = job->groups; g != NULL; g = g->next) {
-            if (g->state == AGGMGR_GROUP_READY && g->llt.parts == NULL &&
-                aggmgr_gtree_rejoin(am, g, &g->llt) && g->sat.status == AGG_OK &&
-                aggmgr_gtree_rejoin(am, g, &g->sat)) {
-                agg_info("job %u: group %u read back from the journal has its switchsims "
-                         "again", job->id, g->id);
+        for (g = job->groups; g != NULL; g = next) {
+            next = g->next;
+            if (g->state != AGGMGR_GROUP_READY || g->llt.parts != NULL ||
+                !aggmgr_gtree_rejoin(am, g, &g->llt) ||
+                (g->sat.status == AGG_OK && !aggmgr_gtree_rejoin(am, g, &g->sat))) {
+                continue;
             }
+            if (!aggmgr__gtree_served(am, g, &g->llt, AGG_TREE_LLT) ||
+                (g->sat.status == AGG_OK && !aggmgr__gtree_served(am, g, &g->sat,
+                                                                  AGG_TREE_SAT))) {
+                aggmgr_group_event(am, g, AGGMGR_GROUP_EV_DROP, AGG_ERR_NO_SWITCHSIM);
+                continue;
+            }
+            agg_info("job %u: group %u read back from the journal has its switchsims again",
+                     job->id, g->id);
         }
     }
 }

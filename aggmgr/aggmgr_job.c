@@ -472,6 +472,9 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim)
     /* its groups first, while its fd still tells which teardowns to skip;
        what it was asked and never answered fails now */
     s->fd = -1;
+    free(s->served);
+    s->served     = NULL;
+    s->num_served = 0;
     aggmgr_sim_fail_all(am, sim, AGG_ERR_NO_SWITCHSIM);
     lost = aggmgr_groups_across(am, sim, sim, 1, NULL, 0); /* the groups on it */
     for (i = 0; i < am->topo.num_nodes; ++i) {

@@ -281,7 +281,7 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     agg_info("switchsim %u registered: pid %u on %s hosts %d switches (%s), %u reduction "
              "threads%s%s", sim->id, reg->pid, reg->host, k, select[0] ? select : "all",
              reg->workers, reg->data_addr[0] ? ", TCP data port " : "", reg->data_addr);
-    return AGG_OK;
+    return AGG_OK; /* SIM_PARTS follows: what it serves (nothing, when it is new) */
 }
 
 static agg_status_t aggmgr__on_job_create(aggmgr_t *am, aggmgr_conn_t *c, uint32_t txid,
@@ -536,6 +536,18 @@ static agg_status_t aggmgr__on_sim_parts(aggmgr_t *am, aggmgr_conn_t *c, int sim
     }
     ref = (agg_msg_group_ref_t *)(msg + 1);
     agg_wire_swap(ref, AGG_FMT_GROUP_REF, msg->num_parts);
+    free(am->sims[sim].served);
+    am->sims[sim].served     = NULL;
+    am->sims[sim].num_served = 0;
+    if (msg->num_parts > 0) {
+        am->sims[sim].served = malloc(msg->num_parts * sizeof(*ref));
+        if (am->sims[sim].served == NULL) {
+            return aggmgr__send_status(am, c->fd, AGG_MSG_SIM_PARTS_REPLY, txid,
+                                       AGG_ERR_NO_MEMORY);
+        }
+        memcpy(am->sims[sim].served, ref, msg->num_parts * sizeof(*ref));
+        am->sims[sim].num_served = msg->num_parts;
+    }
     st = aggmgr__send_status(am, c->fd, AGG_MSG_SIM_PARTS_REPLY, txid, AGG_OK);
     if (st != AGG_OK) {
         return st;
@@ -550,8 +562,10 @@ static agg_status_t aggmgr__on_sim_parts(aggmgr_t *am, aggmgr_conn_t *c, int sim
             dropped++;
         }
     }
-    agg_info("switchsim %u serves %u groups' parts; %u of them the manager does not hold "
-             "(torn down)", am->sims[sim].id, msg->num_parts, dropped);
+    if (msg->num_parts > 0) {
+        agg_info("switchsim %u serves %u groups' parts; %u of them the manager does not hold "
+                 "(torn down)", am->sims[sim].id, msg->num_parts, dropped);
+    }
     return AGG_OK;
 }
 
@@ -1115,6 +1129,9 @@ void aggmgr_server_close(aggmgr_t *am)
     }
     for (int i = 0; i < am->num_sims; ++i) {
         am->sims[i].fd = -1;
+        free(am->sims[i].served);
+        am->sims[i].served     = NULL;
+        am->sims[i].num_served = 0;
     }
     if (am->listen_fd >= 0) {
         close(am->listen_fd);

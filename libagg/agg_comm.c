@@ -187,14 +187,8 @@ static agg_status_t agg__group_request(agg_context_t *ctx, const agg_comm_spec_t
     }
     agg_wire_swap(req, AGG_FMT_GROUP_CREATE, 1);
     agg_wire_swap(ranks, "l", (size_t)spec->size);
-    agg__ctx_lock(ctx); /* one request on the connection at a time */
-    st = agg__am_connect(ctx);
-    if (st == AGG_OK) {
-        st = agg_msg_call(ctx->am_fd, AGG_MSG_GROUP_CREATE, req, req_len,
-                          AGG_MSG_GROUP_CREATE_REPLY, rep, cap, &len,
-                          agg__group_create_wait_ms(ctx));
-    }
-    agg__ctx_unlock(ctx);
+    st = agg__am_call(ctx, AGG_MSG_GROUP_CREATE, req, req_len, AGG_MSG_GROUP_CREATE_REPLY,
+                      rep, cap, &len, agg__group_create_wait_ms(ctx));
     free(req);
     if (st == AGG_OK && len == sizeof(agg_msg_status_t)) {
         agg_wire_swap(rep, AGG_FMT_STATUS, 1);
@@ -217,14 +211,9 @@ static agg_status_t agg__group_release(agg_context_t *ctx, uint32_t group_id)
     agg_msg_group_ref_t ref = {.job_id = ctx->job.job_id, .group_id = group_id};
     agg_status_t st;
 
-    agg__ctx_lock(ctx);
-    st = agg__am_connect(ctx);
-    if (st == AGG_OK) {
-        agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
-        st = agg_msg_call_status(ctx->am_fd, AGG_MSG_GROUP_DESTROY, &ref, sizeof(ref),
-                                 AGG_MSG_GROUP_DESTROY_REPLY, ctx->connect_timeout_ms);
-    }
-    agg__ctx_unlock(ctx);
+    agg_wire_swap(&ref, AGG_FMT_GROUP_REF, 1);
+    st = agg__am_call_status(ctx, AGG_MSG_GROUP_DESTROY, &ref, sizeof(ref),
+                             AGG_MSG_GROUP_DESTROY_REPLY, ctx->connect_timeout_ms);
     if (st != AGG_OK) {
         agg_warn("aggmgr did not release group %u: %s", group_id, agg_status_string(st));
     }

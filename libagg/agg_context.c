@@ -305,6 +305,7 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
     ctx->am_fd      = -1;
     ctx->mt         = spec->thread_safe != 0;
     pthread_mutex_init(&ctx->lock, NULL);
+    pthread_mutex_init(&ctx->am_lock, NULL);
     snprintf(err, sizeof(err), "libagg:%d", spec->world_rank);
     agg_log_set_prefix(err);
 
@@ -362,6 +363,7 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
         goto err_free;
     }
     if (ctx->world_rank == 0) {
+        agg__am_watch_start(ctx);
         agg_info("tree_info: type:LLT tree idx:0 treeID:0x%x caps:0x6 quota: ( osts:%u "
                  "user_data_per_ost:%u max_groups:%u max_qps:1 max_group_channels:1) "
                  "depth:%u nodes:%u root:0x%016llx",
@@ -383,6 +385,7 @@ err_free:
     }
     agg__rcache_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->am_lock);
     free(ctx);
     return st;
 }
@@ -399,10 +402,11 @@ agg_status_t agg_context_finalize(agg_context_t *ctx)
     if (ctx->oob.barrier(ctx->oob_ctx) != 0) {
         st = AGG_ERR_OOB;
     }
-    if (ctx->world_rank == 0 && ctx->am_fd >= 0) {
+    agg__am_watch_stop(ctx);
+    if (ctx->world_rank == 0) {
         ref.job_id = ctx->job.job_id;
         agg_wire_swap(&ref, AGG_FMT_JOB_REF, 1);
-        if (agg_msg_call_status(ctx->am_fd, AGG_MSG_JOB_DESTROY, &ref, sizeof(ref),
+        if (agg__am_call_status(ctx, AGG_MSG_JOB_DESTROY, &ref, sizeof(ref),
                                 AGG_MSG_JOB_DESTROY_REPLY, ctx->connect_timeout_ms) != AGG_OK) {
             agg_warn("aggmgr did not confirm the end of job %u", ctx->job.job_id);
         }
@@ -412,6 +416,7 @@ agg_status_t agg_context_finalize(agg_context_t *ctx)
     }
     agg__rcache_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
+    pthread_mutex_destroy(&ctx->am_lock);
     free(ctx);
     return st;
 }

@@ -52,7 +52,12 @@ struct agg_context {
     uint64_t        frags_sent;    /* atomic */
     struct agg__rcache *rcache;    /* registrations (agg_mem.c), made at the first one */
     int             mt;            /* thread_safe asked for: the locks below are used */
-    pthread_mutex_t lock;          /* comms list, the aggmgr connection, num_groups */
+    pthread_mutex_t lock;          /* comms list, num_groups */
+    pthread_mutex_t am_lock;       /* am_fd (agg_am_link.c), always taken */
+    pthread_cond_t  am_cond;       /* wakes the watcher to stop */
+    pthread_t       am_watch;      /* rank 0: claims the job again after a restart */
+    int             am_watching;
+    int             am_watch_stop; /* under am_lock */
     /* this rank's own, read once */
     int             rank_progress;
     int             sat_zcopy;
@@ -308,8 +313,24 @@ void agg__comm_requests_free(agg_comm_t *comm);
 /* Frees the registration cache (agg_context_finalize). */
 void agg__rcache_free(agg_context_t *ctx);
 
-/* Connects ctx->am_fd to aggmgr if not yet connected. */
+/* Connects ctx->am_fd to aggmgr if not yet connected (am_lock held, or no thread yet). */
 agg_status_t agg__am_connect(agg_context_t *ctx);
+
+/*
+ * A request to aggmgr and its answer (agg_msg_call's arguments). A
+ * connection the manager closed is made again, the job claimed with its key,
+ * and the request sent once more (agg_am_link.c).
+ */
+agg_status_t agg__am_call(agg_context_t *ctx, uint16_t type, const void *body, size_t len,
+                          uint16_t reply_type, void *reply, size_t cap, size_t *reply_len,
+                          int timeout_ms);
+/* The same for a request answered with a bare status: that status. */
+agg_status_t agg__am_call_status(agg_context_t *ctx, uint16_t type, const void *body,
+                                 size_t len, uint16_t reply_type, int timeout_ms);
+
+/* Rank 0, its job made: a thread claims it again whenever the manager comes back. */
+void agg__am_watch_start(agg_context_t *ctx);
+void agg__am_watch_stop(agg_context_t *ctx);
 
 /*
  * Every rank passes its own status; all get the first error seen (by rank

@@ -106,7 +106,7 @@ static void switchsim_ctl_again(switchsim_ctl_loop_t *cl, agg_loop_t *loop)
     char err[512];
     agg_status_t st;
 
-    if (now - cl->tried_ms < 500) {
+    if (now - cl->tried_ms < 150) { /* every tick (200 ms) */
         return;
     }
     cl->tried_ms = now;

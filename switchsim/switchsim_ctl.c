@@ -69,10 +69,10 @@ static agg_status_t switchsim__report_parts(switchsim_t *sim, int timeout_ms)
     st = agg_msg_call_status(sim->am_fd, AGG_MSG_SIM_PARTS, msg, sizeof(*msg) + n * sizeof(*ref),
                              AGG_MSG_SIM_PARTS_REPLY, timeout_ms);
     free(msg);
-    if (st == AGG_OK) {
+    if (st == AGG_OK && n > 0) {
         agg_info("registered with aggmgr again as switchsim %u, serving %u groups' parts; it "
                  "tears down those it no longer holds", sim->sim_id, n);
-    } else {
+    } else if (st != AGG_OK) {
         agg_error("aggmgr did not take the groups this switchsim serves: %s",
                   agg_status_string(st));
     }
@@ -158,6 +158,8 @@ agg_status_t switchsim_ctl_register(switchsim_t *sim, int timeout_ms)
     sim->sim_id = rep->sim_id;
     agg_info("registered with aggmgr as switchsim %u, hosting %u switches (host segment %s)",
              sim->sim_id, sim->num_ans, sim->host_name);
+    st = switchsim__report_parts(sim, timeout_ms); /* none: the manager's groups read back
+                                                       from its journal are not here */
 out:
     free(buf);
     return st;

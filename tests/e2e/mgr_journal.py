@@ -21,7 +21,8 @@ communicator's leader do:
    to it, the tail kept in JOURNAL.damaged; a journal kept small
    (am_journal_max 4096) is rewritten as it grows and still reads back the same;
 5. a manager started without a journal has switchsim, registering again,
-   tear down every part it serves (it holds none of them);
+   tear down every part it serves (it holds none of them); a group read back
+   whose switchsim restarted (it serves nothing) is dropped;
 6. a journal written for another fabric stops the manager with a clear error.
 Prints what it checks; exits 0 when everything held.
 """
@@ -326,6 +327,15 @@ def steps(d):
     check(d.sim_back() and wait_for(lambda: sim_parts(d.addr) == 0),
           "a manager without the journal has switchsim tear down what it serves")
     check(log_has(d.log, "2 of them the manager does not hold"), "and says so")
+    d.stop()
+
+    # 5b. the journal's group, but switchsim restarted meanwhile: it serves nothing
+    d.start_mgr(tag="mgr5b")
+    d.start_sim()
+    s = state(d.addr)
+    check(f"job {job4}:" in s and "  group " not in s and
+          log_has(d.log, f"group {keep} read back from the journal: switchsim 1 does not serve"),
+          "a group whose switchsim restarted while the manager was down is dropped")
     d.stop()
 
     # 6. another fabric
