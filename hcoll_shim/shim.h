@@ -105,6 +105,7 @@ typedef struct shim_comm {
     size_t            scratch_size; /* partial: grown as needed */
     size_t           *blocks; /* size: a call's blocks as libagg takes them (shim_blocks) */
     /* node leaders (shim_hier.c): `agg` is the leaders' group, on leaders only */
+    unsigned long     nb_seq;    /* non-blocking calls put in the network here */
     int               hier;      /* collectives go through one leader per host */
     int               leader;    /* this rank is its host's leader */
     MPI_Comm          node;      /* the members on this host */
@@ -129,6 +130,14 @@ typedef struct shim_ipack {
     int          bytes;
 } shim_ipack_t;
 
+/* Where a non-blocking call of the network is (shim_request.c). */
+typedef enum shim_req_state {
+    SHIM_REQ_NET,    /* in the network */
+    SHIM_REQ_REDO,   /* the network failed it: to be posted on the host, in its
+                        communicator's order, outside MPI's progress */
+    SHIM_REQ_HOSTED, /* posted on the host (hreq) */
+} shim_req_state_t;
+
 /* A non-blocking collective in the network, behind a generalized MPI request. */
 typedef struct shim_req {
     agg_request_t   *agg;
@@ -139,6 +148,11 @@ typedef struct shim_req {
     int              error;  /* MPI error class once done with an error */
     int              completed; /* set (release) after the last write of the shim to it or
                                    to the program's buffers; MPI's side reads it (acquire) */
+    shim_req_state_t state;  /* NET: the only state MPI's progress callback touches */
+    unsigned long    seq;    /* its place among its communicator's non-blocking calls */
+    int              path;   /* shim_path_t it was counted on */
+    struct shim_call *call;  /* the program's arguments, to redo it on the host */
+    MPI_Request      hreq;   /* HOSTED: MPI's own request for it */
     struct shim_req *next;
 } shim_req_t;
 
@@ -379,8 +393,29 @@ shim_why_t shim_comm_why(const shim_comm_t *sc, agg_coll_type_t coll);
  * memory for the generalized request, it waits for the call and hands back
  * a request that is complete.
  */
-void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
-                     const shim_ipack_t *pack, MPI_Request *request);
+void shim_ireq_start(const struct shim_call *c, agg_request_t *req, const shim_ipack_t *pack);
+
+/*
+ * Non-blocking calls the network failed, at HCOLL_ENABLE_SHARP 1 and 2 and
+ * where their input is intact, are redone on the host: posted there (Open
+ * MPI's own non-blocking collective with the program's arguments) by every
+ * member in its communicator's order, each once every earlier call of its
+ * communicator has left the network, and never from inside MPI's progress.
+ * shim_requests_redo posts what can be and completes the MPI requests of
+ * what the host finished; the wait and test calls and every collective's
+ * entry call it. Returns how many moved.
+ */
+int shim_requests_redo(void);
+
+/*
+ * Before a call of sc goes to the host: waits until no earlier non-blocking
+ * call of sc is in the network and every one to redo is posted, so that the
+ * host sees sc's calls in the program's order on every member.
+ */
+void shim_requests_drain(shim_comm_t *sc);
+
+/* Open MPI's own collective (blocking or not), with c's arguments. */
+int shim_call_pmpi(const struct shim_call *c);
 
 /* Waits for a started libagg request, counts its path (not for SHIM_FN__COUNT), frees it. */
 agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req);
@@ -388,7 +423,10 @@ agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req);
 /* The same, and what agg_request_info said of it once done. */
 agg_status_t shim_net_wait_info(shim_fn_t fn, agg_request_t *req, agg_request_info_t *info);
 
-/* Completes every request of sc still in the network (before sc goes). */
+/*
+ * Completes every request of sc still in the network, or posts it on the
+ * host where it is to be redone (before sc goes).
+ */
 void shim_requests_finish(shim_comm_t *sc);
 
 /*

@@ -293,7 +293,7 @@ int shim_call_walk(shim_call_t *c)
 }
 
 /* Open MPI's own collective, with c's buffers. */
-static int shim_call_pmpi(const shim_call_t *c)
+int shim_call_pmpi(const shim_call_t *c)
 {
     int nb = c->request != NULL;
 
@@ -361,7 +361,11 @@ int shim_call(shim_call_t *c)
     }
     c->smem = shim_gpu_mem(c->sbuf);
     c->rmem = shim_gpu_mem(c->rbuf);
+    shim_requests_redo(); /* what the network failed goes to the host first */
     shim_route(c);
+    if (c->route != SHIM_ROUTE_NET && c->sc != NULL) {
+        shim_requests_drain(c->sc); /* the host sees the communicator's calls in order */
+    }
     return c->route == SHIM_ROUTE_FAIL ? shim_call_fail(c) : shim_call_walk(c);
 }
 

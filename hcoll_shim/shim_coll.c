@@ -86,6 +86,7 @@ static int shim_net_failed(shim_call_t *c)
         c->fail != AGG_ERR_NOT_SUPPORTED) {
         return shim_call_fail(c);
     }
+    shim_requests_drain(c->sc); /* the communicator's earlier calls reach the host first */
     return SHIM_CALL_NEXT;
 }
 
@@ -155,12 +156,15 @@ static void *shim_ibuf_or_abort(shim_comm_t *sc, size_t bytes)
 }
 
 /*
- * A non-blocking in-place reduce-scatter: its input (all of rbuf, whose
- * start takes the result) moves to a buffer of the request's own.
+ * A non-blocking in-place reduce-scatter (its input is all of rbuf, whose
+ * start takes the result), allreduce or reduce: its input moves to a buffer
+ * of the request's own, from which the network takes it (and the host, if
+ * it has to redo the call).
  */
-static void shim_ireduce_scatter_aside(shim_call_t *c, shim_ipack_t *pack)
+static void shim_ireduce_aside(shim_call_t *c, shim_ipack_t *pack)
 {
-    size_t bytes = (size_t)c->total * agg_dtype_size(c->spec.red.dtype);
+    size_t bytes = (size_t)(c->coll == AGG_COLL_REDUCE_SCATTER ? c->total : c->count) *
+                   agg_dtype_size(c->spec.red.dtype);
 
     pack->buf = shim_ibuf_or_abort(c->sc, bytes);
     memcpy(pack->buf, c->rbuf, bytes);
@@ -336,7 +340,12 @@ static int shim_net_start(shim_call_t *c)
     if (c->coll == AGG_COLL_BCAST && !shim_contig(c->dtype, c->count, c->bytes)) {
         shim_ibcast_pack(c, &pack);
     } else if (c->coll == AGG_COLL_REDUCE_SCATTER && c->sbuf == MPI_IN_PLACE) {
-        shim_ireduce_scatter_aside(c, &pack);
+        shim_ireduce_aside(c, &pack);
+    } else if ((c->coll == AGG_COLL_ALLREDUCE || c->coll == AGG_COLL_REDUCE) &&
+               c->sbuf == MPI_IN_PLACE && !shim_forced(c->coll) && c->rmem == AGG_MEM_HOST) {
+        /* an in-place allreduce (reduce, at the root): its input stays whole, should
+           the host have to redo it (shim_request.c) */
+        shim_ireduce_aside(c, &pack);
     } else if (c->coll == AGG_COLL_ALLGATHER) {
         shim_allgather_prepare(c, shim_ibuf_or_abort, &pack);
     }
@@ -348,7 +357,7 @@ static int shim_net_start(shim_call_t *c)
         free(pack.buf);
         return shim_net_failed(c);
     }
-    shim_ireq_start(c->sc, c->fn, req, &pack, c->request);
+    shim_ireq_start(c, req, &pack);
     return MPI_SUCCESS;
 }
 

@@ -10,10 +10,16 @@
  * MPI without such a hook that is what moves them, and only a request the
  * program waits for or tests may time out (AGG_COLL_TIMEOUT_MS).
  *
- * A request that fails in the network (a timeout, the group torn down)
+ * A request that fails in the network (a timeout, the group torn down) is
+ * redone on the host at HCOLL_ENABLE_SHARP 1 and 2 where its input is
+ * intact (host memory; an in-place reduction's input was moved aside when
+ * it started): Open MPI's own non-blocking
+ * collective with the program's arguments, posted by every member in the
+ * communicator's order (each once every earlier call of its communicator
+ * has left the network) and never from inside MPI's progress (the wait and
+ * test calls, and every collective's entry, post it). Elsewhere it
  * completes with MPI_ERR_INTERN through the communicator's error handler:
- * its buffers may already be partly written, so it is never redone as if
- * nothing had happened.
+ * its buffers may already be partly written.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -88,6 +94,7 @@ static int shim_ireq_free(void *extra)
 
     shim_ireq_seen(sr);
     agg_request_free(sr->agg);
+    free(sr->call);
     free(sr);
     return MPI_SUCCESS;
 }
@@ -144,14 +151,20 @@ static void shim_ipack_finish(shim_ipack_t *pack, agg_status_t st)
     pack->buf = NULL;
 }
 
-void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
-                     const shim_ipack_t *pack, MPI_Request *request)
+void shim_ireq_start(const shim_call_t *c, agg_request_t *req, const shim_ipack_t *pack)
 {
     shim_req_t *sr = calloc(1, sizeof(*sr));
+    shim_comm_t *sc = c->sc;
+    shim_fn_t fn = c->fn;
+    MPI_Request *request = c->request;
     shim_ipack_t none = {0};
     agg_request_info_t info;
     int taken;
 
+    if (sr != NULL && (sr->call = malloc(sizeof(*c))) == NULL) {
+        free(sr);
+        sr = NULL;
+    }
     if (sr == NULL || PMPI_Grequest_start(shim_ireq_query, shim_ireq_free, shim_ireq_cancel,
                                           sr, &sr->greq) != MPI_SUCCESS) {
         /*
@@ -163,6 +176,9 @@ void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
 
         agg_request_free(req);
         shim_ipack_finish(pack != NULL ? (shim_ipack_t *)pack : &none, st);
+        if (sr != NULL) {
+            free(sr->call);
+        }
         free(sr);
         if (st != AGG_OK) {
             agg_error("%s failed in the network (%s)", shim_fn_name(fn),
@@ -175,12 +191,17 @@ void shim_ireq_start(shim_comm_t *sc, shim_fn_t fn, agg_request_t *req,
         sr->pack = *pack;
     }
     agg_request_info(req, &info);
-    shim_count(fn, info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT, shim_why_llt(&info));
+    sr->path = info.tree == AGG_AGGR_SAT ? SHIM_PATH_SAT : SHIM_PATH_LLT;
+    shim_count(fn, (shim_path_t)sr->path, shim_why_llt(&info));
     __atomic_fetch_add(&shim.offloaded_nb, 1, __ATOMIC_RELAXED);
-    sr->agg  = req;
-    sr->fn   = fn;
-    sr->sc   = sc;
-    *request = sr->greq;
+    *sr->call         = *c;
+    sr->call->request = &sr->hreq;
+    sr->agg   = req;
+    sr->fn    = fn;
+    sr->sc    = sc;
+    sr->state = SHIM_REQ_NET;
+    sr->seq   = __atomic_fetch_add(&sc->nb_seq, 1, __ATOMIC_RELAXED);
+    *request  = sr->greq;
     taken    = shim_req_take(1);
     sr->next = shim.active;
     __atomic_store_n(&shim.active, sr, __ATOMIC_RELEASE);
@@ -203,8 +224,15 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
     sr->agg = NULL;
     shim_ipack_finish(&sr->pack, st);
     if (st != AGG_OK) {
-        agg_error("%s failed in the network (%s); reporting MPI_ERR_INTERN",
-                  shim_fn_name(sr->fn), agg_strerror(st));
+        if (shim_forced(sr->call->coll)) {
+            agg_error("%s failed in the network (%s): HCOLL_ENABLE_SHARP=%d forces it there, "
+                      "so it fails with MPI_ERR_INTERN", shim_fn_name(sr->fn),
+                      agg_strerror(st), shim.level);
+        } else {
+            agg_error("%s failed in the network (%s), and its buffers are device memory, "
+                      "which the host path does not redo: it fails with MPI_ERR_INTERN",
+                      shim_fn_name(sr->fn), agg_strerror(st));
+        }
         sr->error = MPI_ERR_INTERN;
     }
     /* after this, nothing of sr: a thread in MPI_Wait may free it as soon as
@@ -212,6 +240,48 @@ static void shim_ireq_done(shim_req_t *sr, agg_status_t st)
     __atomic_store_n(&sr->completed, 1, __ATOMIC_RELEASE);
     /* last: if the program freed the request already, this frees sr */
     PMPI_Grequest_complete(greq);
+}
+
+/*
+ * Whether the host can redo sr, which the network failed with st: the level
+ * lets it (1, 2), its buffers are host memory, and its input is intact. The
+ * answer is the same on every member (an in-place reduction's input was
+ * moved aside at the start, at the root of a reduce too), or members would
+ * wait for each other's host calls forever.
+ */
+static int shim_ireq_redoable(const shim_req_t *sr, agg_status_t st)
+{
+    const shim_call_t *c = sr->call;
+
+    if (st == AGG_OK || shim_forced(c->coll) || c->smem != AGG_MEM_HOST ||
+        c->rmem != AGG_MEM_HOST) {
+        return 0;
+    }
+    /* in place: the blocks gathered are the same bytes whoever wrote them; a
+       reduction's input was moved aside (shim_ireduce_aside) */
+    return c->sbuf != MPI_IN_PLACE || c->coll == AGG_COLL_ALLGATHER || sr->pack.buf != NULL;
+}
+
+/*
+ * The network failed sr and the host redoes it: it stays in the list, to
+ * be posted by shim_requests_redo (never here: this may run inside MPI's
+ * progress). What the network wrote of its results is overwritten.
+ */
+static void shim_ireq_to_host(shim_req_t *sr, agg_status_t st)
+{
+    shim_comm_t *sc = sr->sc;
+
+    agg_request_free(sr->agg);
+    sr->agg = NULL;
+    /* counted on the host now, for the network's failure */
+    __atomic_fetch_sub(&shim.calls[sr->fn][sr->path], 1, __ATOMIC_RELAXED);
+    shim_count(sr->fn, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
+    if (__atomic_fetch_add(&sc->net_failures, 1, __ATOMIC_RELAXED) == 0 && sc->rank == 0) {
+        agg_warn("%s failed in the network (%s): redone on the host (the next failures on "
+                 "this communicator of %d ranks are counted in AGG_STATS, network_error, "
+                 "not logged)", shim_fn_name(sr->fn), agg_strerror(st), sc->size);
+    }
+    __atomic_store_n(&sr->state, SHIM_REQ_REDO, __ATOMIC_RELEASE);
 }
 
 /* Whether sr's MPI request is one of reqs[0 .. n). */
@@ -225,7 +295,13 @@ static int shim_ireq_in(const shim_req_t *sr, const MPI_Request *reqs, int n)
     return 0;
 }
 
-int shim_progress_for(const MPI_Request *reqs, int n)
+/*
+ * Moves the requests on. Those of reqs[0 .. n), and every one of `drain`'s
+ * communicator (all, for SHIM_DRAIN_ALL), are waited for: they may time out.
+ */
+#define SHIM_DRAIN_ALL ((const shim_comm_t *)1)
+
+static int shim_progress_some(const MPI_Request *reqs, int n, const shim_comm_t *drain)
 {
     shim_req_t **pp = &shim.active, *sr;
     agg_status_t st;
@@ -239,43 +315,172 @@ int shim_progress_for(const MPI_Request *reqs, int n)
         return 0; /* another thread is moving them on */
     }
     while ((sr = *pp) != NULL) {
-        /* only a request somebody waits for may time out */
-        st = shim_ireq_in(sr, reqs, n) ? agg_request_test(sr->agg) : agg_request_poll(sr->agg);
+        if (sr->state != SHIM_REQ_NET) {
+            pp = &sr->next; /* the host's now: shim_requests_redo moves it */
+            continue;
+        }
+        /* only a request somebody waits for (or one whose communicator waits for
+           it, shim_requests_drain) may time out */
+        st = shim_ireq_in(sr, reqs, n) || drain == SHIM_DRAIN_ALL || sr->sc == drain ?
+             agg_request_test(sr->agg) : agg_request_poll(sr->agg);
         if (st == AGG_INPROGRESS) {
+            pp = &sr->next;
+            continue;
+        }
+        completed++;
+        if (shim_ireq_redoable(sr, st)) {
+            shim_ireq_to_host(sr, st);
             pp = &sr->next;
             continue;
         }
         __atomic_store_n(pp, sr->next, __ATOMIC_RELEASE); /* others peek at shim.active */
         shim_ireq_done(sr, st);
-        completed++;
     }
     shim_req_give(taken);
     return completed;
 }
 
+int shim_progress_for(const MPI_Request *reqs, int n)
+{
+    return shim_progress_some(reqs, n, NULL);
+}
+
 int shim_progress(void)
 {
-    return shim_progress_for(NULL, 0);
+    return shim_progress_some(NULL, 0, NULL);
 }
 
-/* Completes sr, whose network side is waited for here. */
-static void shim_ireq_finish(shim_req_t *sr)
+/* Is an earlier call of sr's communicator still in the network, or still to be posted? */
+static int shim_ireq_blocked(const shim_req_t *sr)
 {
-    shim_ireq_done(sr, agg_request_wait(sr->agg));
+    const shim_req_t *o;
+
+    for (o = shim.active; o != NULL; o = o->next) {
+        if (o != sr && o->sc == sr->sc && o->seq < sr->seq && o->state != SHIM_REQ_HOSTED) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
-void shim_requests_finish(shim_comm_t *sc)
+/* The host finished sr (or would not take it): its MPI request completes. */
+static void shim_ireq_hosted_done(shim_req_t *sr, int rc)
 {
-    shim_req_t **pp = &shim.active, *sr;
-    int taken = shim_req_take(1); /* the list changes here: MPI's progress must keep out */
+    MPI_Request greq = sr->greq;
 
-    while ((sr = *pp) != NULL) {
-        if (sr->sc != sc) {
+    shim_ipack_finish(&sr->pack, AGG_ERR_IO); /* frees, unpacks nothing: the host wrote it */
+    if (rc != MPI_SUCCESS) {
+        agg_error("%s, redone on the host, failed there (MPI error %d)", shim_fn_name(sr->fn),
+                  rc);
+        sr->error = MPI_ERR_INTERN;
+    }
+    __atomic_store_n(&sr->completed, 1, __ATOMIC_RELEASE);
+    PMPI_Grequest_complete(greq);
+}
+
+/* Posts sr on the host with the program's arguments (its input moved aside, if it was). */
+static int shim_ireq_post_host(shim_req_t *sr)
+{
+    shim_call_t c = *sr->call;
+
+    if (c.coll != AGG_COLL_ALLGATHER && c.sbuf == MPI_IN_PLACE) {
+        c.sbuf = sr->pack.buf; /* rbuf, as it was, before the network wrote into it */
+    }
+    c.request = &sr->hreq;
+    return shim_call_pmpi(&c);
+}
+
+int shim_requests_redo(void)
+{
+    shim_req_t **pp, *sr;
+    int moved = 0, taken, flag, rc, again = 1;
+    MPI_Status status;
+
+    if (shim_req_owner || __atomic_load_n(&shim.active, __ATOMIC_ACQUIRE) == NULL) {
+        return 0;
+    }
+    taken = shim_req_take(0);
+    if (taken < 0) {
+        return 0;
+    }
+    /* posts in each communicator's order: a post may let a later one go */
+    while (again) {
+        again = 0;
+        for (sr = shim.active; sr != NULL; sr = sr->next) {
+            if (sr->state != SHIM_REQ_REDO || shim_ireq_blocked(sr)) {
+                continue;
+            }
+            rc = shim_ireq_post_host(sr);
+            moved++;
+            again = 1;
+            if (rc != MPI_SUCCESS) {
+                sr->hreq = MPI_REQUEST_NULL;
+                sr->error = MPI_ERR_INTERN;
+            }
+            __atomic_store_n(&sr->state, SHIM_REQ_HOSTED, __ATOMIC_RELEASE);
+        }
+    }
+    for (pp = &shim.active; (sr = *pp) != NULL;) {
+        if (sr->state != SHIM_REQ_HOSTED) {
+            pp = &sr->next;
+            continue;
+        }
+        flag = 1;
+        rc   = sr->hreq == MPI_REQUEST_NULL ? MPI_ERR_INTERN :
+               PMPI_Test(&sr->hreq, &flag, &status);
+        if (!flag) {
             pp = &sr->next;
             continue;
         }
         __atomic_store_n(pp, sr->next, __ATOMIC_RELEASE);
-        shim_ireq_finish(sr);
+        shim_ireq_hosted_done(sr, rc);
+        moved++;
+    }
+    shim_req_give(taken);
+    return moved;
+}
+
+/* Until no call of sc (of any, for SHIM_DRAIN_ALL) is in the network or still to be posted. */
+static void shim_drain(const shim_comm_t *sc)
+{
+    const shim_req_t *sr;
+    int left = !shim_req_owner; /* called back from inside the list's walk: nothing to do */
+
+    while (left) {
+        int moved = shim_progress_some(NULL, 0, sc) + shim_requests_redo();
+        int taken = shim_req_take(1); /* the list is walked: nothing leaves it meanwhile */
+
+        left = 0;
+        for (sr = shim.active; sr != NULL; sr = sr->next) {
+            left |= (sc == SHIM_DRAIN_ALL || sr->sc == sc) && sr->state != SHIM_REQ_HOSTED;
+        }
+        shim_req_give(taken);
+        if (left && !moved) {
+            sched_yield();
+        }
+    }
+}
+
+void shim_requests_drain(shim_comm_t *sc)
+{
+    if (__atomic_load_n(&shim.active, __ATOMIC_ACQUIRE) != NULL) {
+        shim_drain(sc);
+    }
+}
+
+void shim_requests_finish(shim_comm_t *sc)
+{
+    shim_req_t *sr;
+    int taken;
+
+    shim_requests_drain(sc);
+    /* what the host still runs of sc outlives it: MPI keeps the communicator
+       until then, and nothing of the shim's state of it is read again */
+    taken = shim_req_take(1);
+    for (sr = shim.active; sr != NULL; sr = sr->next) {
+        if (sr->sc == sc) {
+            sr->sc = NULL;
+        }
     }
     shim_req_give(taken);
 }
@@ -283,11 +488,18 @@ void shim_requests_finish(shim_comm_t *sc)
 void shim_requests_abandon(void)
 {
     shim_req_t *sr;
-    int taken = shim_req_take(1);
+    MPI_Status status;
+    int taken, rc;
 
+    if (__atomic_load_n(&shim.active, __ATOMIC_ACQUIRE) == NULL) {
+        return;
+    }
+    shim_drain(SHIM_DRAIN_ALL);
+    taken = shim_req_take(1);
     while ((sr = shim.active) != NULL) {
         __atomic_store_n(&shim.active, sr->next, __ATOMIC_RELEASE);
-        shim_ireq_finish(sr);
+        rc = sr->hreq == MPI_REQUEST_NULL ? MPI_ERR_INTERN : PMPI_Wait(&sr->hreq, &status);
+        shim_ireq_hosted_done(sr, rc);
     }
     shim_req_give(taken);
 }
@@ -310,7 +522,7 @@ static inline int shim_mpi_drives(void)
     do {                                                                           \
         int _flag = 0, _rc;                                                        \
         for (;;) {                                                                 \
-            int _moved = shim_progress_for((_reqs), (_n));                         \
+            int _moved = shim_progress_for((_reqs), (_n)) + shim_requests_redo();  \
             _rc = (_test_call);                                                    \
             if (_rc != MPI_SUCCESS || _flag) {                                     \
                 return _rc;                                                        \
@@ -333,6 +545,7 @@ SHIM_API int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
     if (!shim_mpi_drives()) {
         shim_progress_for(request, 1);
+        shim_requests_redo();
     }
     return PMPI_Test(request, flag, status);
 }
@@ -349,6 +562,7 @@ SHIM_API int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Statu
 {
     if (!shim_mpi_drives()) {
         shim_progress_for(requests, count);
+        shim_requests_redo();
     }
     return PMPI_Testall(count, requests, flag, statuses);
 }
@@ -367,6 +581,7 @@ SHIM_API int MPI_Testany(int count, MPI_Request requests[], int *index, int *fla
 {
     if (!shim_mpi_drives()) {
         shim_progress_for(requests, count);
+        shim_requests_redo();
     }
     return PMPI_Testany(count, requests, index, flag, status);
 }
@@ -388,6 +603,7 @@ SHIM_API int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, in
 {
     if (!shim_mpi_drives()) {
         shim_progress_for(requests, incount);
+        shim_requests_redo();
     }
     return PMPI_Testsome(incount, requests, outcount, indices, statuses);
 }
@@ -396,6 +612,7 @@ SHIM_API int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *
 {
     if (!shim_mpi_drives()) {
         shim_progress_for(&request, 1);
+        shim_requests_redo();
     }
     return PMPI_Request_get_status(request, flag, status);
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A switchsim killed (-9) under a running job, the aggregation done by
-# switchsim's threads (AGG_RANK_PROGRESS=0) and by the ranks (1). Its
+# switchsim's threads (AGG_RANK_PROGRESS=0) and by the ranks (1), blocking
+# calls and (with rank progress) non-blocking ones, two in flight. Its
 # members see it gone within milliseconds (not the 30 s call timeout) and
 # agree on every call: at HCOLL_ENABLE_SHARP=2 the calls from then on run on
 # the host, every result right, the failure said once per rank (in place
-# too: what came back from the tree is kept, the rest redone on the host);
+# too: what came back from the tree is kept, the rest redone on the host;
+# non-blocking calls are redone with MPI's own, posted in program order);
 # at 3 the same call fails on every rank with an error saying why. Its
 # shared memory is gone with the job, and a switchsim started later removes
 # what a killed one left; with another switchsim in its place the calls come
@@ -13,13 +15,20 @@
 
 SECONDS_RUN=3
 [ -z "$SANITIZER" ] || SECONDS_RUN=8 # a loaded machine may pass on "under way" seconds late
+# N: non-blocking (two MPI_Iallreduce in flight at a time), with rank progress
 for progress in 0 1; do
-    for level in 2 3 2i; do
-        name=p${progress}l$level in_place=
-        [ "${level%i}" = "$level" ] || { level=${level%i}; in_place="4096 in-place"; }
+    for level in 2 3 2i $([ $progress = 0 ] || echo 2n 3n 2ni); do
+        name=p${progress}l$level mode= fn=allreduce
+        case $level in
+        *n*) mode=nb fn=iallreduce ;;
+        esac
+        case $level in
+        *i) mode=${mode:+$mode-}in-place ;;
+        esac
+        level=${level%%[ni]*}
         "$BIN/aggrun" --stats-file "$TMP/$name.stats" -- "${MPIRUN[@]}" -np 2 \
             -x LD_PRELOAD="$PRELOAD" -x HCOLL_ENABLE_SHARP=$level -x AGG_RANK_PROGRESS=$progress \
-            -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$BIN/fault_loop" $SECONDS_RUN $in_place \
+            -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 "$BIN/fault_loop" $SECONDS_RUN ${mode:+4096 $mode} \
             >"$TMP/$name.out" 2>&1 &
         runner=$!
         sim=
@@ -44,7 +53,8 @@ for progress in 0 1; do
         if [ $level = 2 ]; then
             [ $rc = 0 ] || { cat "$out"; fail "$name: the job failed ($rc)"; }
             echo "$line" | grep -q " 0 wrong, 0 errors" || { cat "$out"; fail "$name: wrong results or errors"; }
-            grep -Eq "^agg_stats: allreduce calls=[0-9]+ llt=[1-9][0-9]* .*recursive_doubling=[1-9].* why: .*network_error=[1-9]" \
+            # blocking calls on the shim's host algorithms, non-blocking ones on MPI's
+            grep -Eq "^agg_stats: $fn calls=[0-9]+ llt=[1-9][0-9]* .*(recursive_doubling|mpi)=[1-9].* why: .*network_error=[1-9]" \
                 "$out" || { grep agg_stats "$out"; fail "$name: no call counted as redone on the host"; }
             [ "$(grep -c 'failed in the network' "$out")" -le 1 ] ||
                 fail "$name: the failure logged more than once"
@@ -52,13 +62,40 @@ for progress in 0 1; do
             [ $rc = 3 ] || { cat "$out"; fail "$name: expected fault_loop's exit 3 (an MPI error), got $rc"; }
             calls=$(grep -o 'call [0-9]* returned' "$out" | sort -u | wc -l)
             [ "$calls" = 1 ] || { cat "$out"; fail "$name: the ranks failed different calls"; }
-            grep -q "HCOLL_ENABLE_SHARP=3 forces collectives into the network, but allreduce on a communicator of 2 ranks cannot have it: the call failed in the network" \
+            grep -Eq "HCOLL_ENABLE_SHARP=3 forces collectives into the network, but allreduce on a communicator of 2 ranks cannot have it: the call failed in the network|iallreduce failed in the network \(.*\): HCOLL_ENABLE_SHARP=3 forces it there" \
                 "$out" || { cat "$out"; fail "$name: no error saying why"; }
             echo "$line" | grep -q " 0 wrong" || fail "$name: wrong results"
         fi
         ! ls /dev/shm | grep -q "^agg-$sim-" || { ls /dev/shm; fail "$name: the killed switchsim's segments are left"; }
     done
 done
+
+# every collective, blocking and non-blocking (in flight together, on
+# several communicators, completed by every wait and test call), 4 ranks,
+# the switchsim killed under them at HCOLL_ENABLE_SHARP=2: every check
+# passes, the failed non-blocking calls redone on the host
+SHARP_COLL_LOG_LEVEL=3 "$BIN/aggrun" -- "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" \
+    -x HCOLL_ENABLE_SHARP=2 -x AGG_STATS=1 "$BIN/coll_check" -q -m 1048576 -l 4 \
+    >"$TMP/cc.out" 2>&1 &
+runner=$!
+sim=
+for _ in $(seq 200); do
+    sim=$(pgrep -P $runner -x switchsim || true)
+    [ -n "$sim" ] && break
+    sleep 0.05
+done
+# its four communicators made (world, the splits): the checks on them are
+# under way (3 s here; the loop of communicators made and freed comes after)
+for _ in $(seq 600); do grep -q "group 4 of" "$TMP/cc.out" && break; sleep 0.05; done
+sleep 0.5
+kill -9 "$sim" 2>/dev/null || { cat "$TMP/cc.out"; fail "coll_check: switchsim gone before the test killed it"; }
+wait $runner || { cat "$TMP/cc.out"; fail "coll_check with a killed switchsim failed"; }
+expect_clean "$TMP/cc.out" coll_check "every collective with a killed switchsim: wrong results"
+grep "^coll_check:" "$TMP/cc.out"
+sed -nE 's/^agg_stats: (i[a-z_]*) calls=([0-9]+) .*(network_error=[0-9]+).*/  \1: \2 calls, \3 redone on the host/p' \
+    "$TMP/cc.out"
+grep -Eq "^agg_stats: i[a-z_]* .*network_error=[1-9]" "$TMP/cc.out" ||
+    { grep agg_stats "$TMP/cc.out"; fail "coll_check: no non-blocking call was redone on the host"; }
 
 # the network comes back: a switchsim killed, another registered in its
 # place a second later; the communicator, on the host meanwhile, makes its
