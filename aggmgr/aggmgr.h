@@ -214,6 +214,8 @@ typedef struct aggmgr_job {
     int64_t         restored_until_ms; /* read from the journal: released at this time
                                           unless rank 0 attaches first; 0 otherwise */
     int             ending;           /* being destroyed: its groups' ends are its own */
+    uint32_t        num_down;         /* switches its tree was built around (down then) */
+    uint32_t       *down;             /* their topo node indices */
     aggmgr_group_t *groups;
     struct aggmgr_job *next;
 } aggmgr_job_t;
@@ -297,8 +299,9 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id);
  */
 typedef struct aggmgr_job_rec {
     uint32_t    id, world_size, osts, max_groups, payload_per_ost, osts_per_group;
-    uint32_t    tree_id, sat_tree_id, root, owner_pid, num_hosts;
+    uint32_t    tree_id, sat_tree_id, root, owner_pid, num_hosts, num_down;
     uint64_t    key;
+    const uint32_t *down;     /* num_down topo nodes its tree avoids */
     const char *owner_host;   /* AGG_WIRE_NAME_LEN bytes */
     const int32_t  *cas;      /* world_size entries, indexes into topo.cas */
     const uint32_t *host_of;  /* world_size entries, indexes into hosts */
@@ -307,6 +310,20 @@ typedef struct aggmgr_job_rec {
 
 agg_status_t aggmgr_job_restore(aggmgr_t *am, const aggmgr_job_rec_t *rec, char *why,
                                 size_t whylen);
+
+/*
+ * The job's tree has a switch that is down (no switchsim serves it): its
+ * tree is built again through the switches that are up, where the fabric
+ * has such a tree and the quota fits on it, under new tree ids; the job's
+ * groups from now on use it. AGG_OK when the job's tree is whole (it was,
+ * or is now); else why not (the tree stays as it was).
+ */
+agg_status_t aggmgr_job_reroute(aggmgr_t *am, aggmgr_job_t *job);
+
+/* The journal's JOB_TREE: the job's tree as a reroute left it. */
+agg_status_t aggmgr_job_retree(aggmgr_t *am, uint32_t job_id, uint32_t root, uint32_t tree_id,
+                               uint32_t sat_tree_id, const uint32_t *down, uint32_t num_down,
+                               char *why, size_t whylen);
 
 /* A client proved with its key that it belongs to the job (JOB_ATTACH). */
 agg_status_t aggmgr_job_attach(aggmgr_t *am, int fd, const agg_msg_job_attach_t *req);
@@ -458,6 +475,7 @@ agg_status_t aggmgr_journal_open(aggmgr_t *am, char *err, size_t errlen);
 /* Records what changed (nothing while replaying, or without a journal). */
 void aggmgr_journal_job(aggmgr_t *am, const aggmgr_job_t *job);
 void aggmgr_journal_job_end(aggmgr_t *am, uint32_t job_id);
+void aggmgr_journal_job_tree(aggmgr_t *am, const aggmgr_job_t *job);
 void aggmgr_journal_group(aggmgr_t *am, aggmgr_group_t *g);
 void aggmgr_journal_group_end(aggmgr_t *am, const aggmgr_group_t *g);
 

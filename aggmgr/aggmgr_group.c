@@ -464,6 +464,8 @@ agg_status_t aggmgr_group_create(aggmgr_t *am, int owner_fd, const agg_msg_group
         agg_warn("group for job %u refused: no switchsim is registered", req->job_id);
         return AGG_ERR_NO_SWITCHSIM;
     }
+    /* a switch of the job's tree went: another tree, where the fabric has one */
+    aggmgr_job_reroute(am, job);
     if (n == 0 || n > job->world_size) {
         return AGG_ERR_INVALID_PARAM;
     }

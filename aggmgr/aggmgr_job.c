@@ -80,6 +80,7 @@ static uint32_t aggmgr__share(uint32_t cap, long long percent)
 /* What a job's struct holds, and itself (its tree apart). */
 static void aggmgr__job_free(aggmgr_job_t *job)
 {
+    free(job->down);
     free(job->cas);
     free(job->rank_host);
     free(job->held);
@@ -264,28 +265,183 @@ agg_status_t aggmgr_job_destroy(aggmgr_t *am, uint32_t job_id)
     return AGG_ERR_NO_JOB;
 }
 
-/* The job's tree again, rooted where the journal says it was. */
-static agg_status_t aggmgr__tree_rebuild(aggmgr_t *am, aggmgr_job_t *job, uint32_t root)
+/*
+ * The job's tree again, rooted where the journal says it was, around the
+ * switches that were down when it was built (job->down), into *tree.
+ */
+static agg_status_t aggmgr__tree_rebuild(aggmgr_t *am, const aggmgr_job_t *job, uint32_t root,
+                                         aggmgr_tree_t *tree)
 {
     unsigned *load = malloc((size_t)am->topo.num_nodes * sizeof(*load));
-    agg_status_t st;
+    uint8_t *down = calloc((size_t)am->topo.num_nodes, 1);
+    agg_status_t st = AGG_ERR_NO_MEMORY;
+    uint32_t i;
     int n;
 
-    if (load == NULL) {
-        return AGG_ERR_NO_MEMORY;
+    if (load == NULL || down == NULL) {
+        goto out;
     }
     /* the root is chosen among the switches of least height by load: the
        recorded one alone has none */
     for (n = 0; n < am->topo.num_nodes; ++n) {
         load[n] = (uint32_t)n == root ? 0 : 1;
     }
-    st = aggmgr_tree_build(&am->topo, job->cas, (int)job->world_size, load, &job->tree);
-    free(load);
-    if (st == AGG_OK && (uint32_t)job->tree.nodes[0].topo_node != root) {
-        aggmgr_tree_free(&job->tree);
+    for (i = 0; i < job->num_down; ++i) {
+        if (job->down[i] < (uint32_t)am->topo.num_nodes) {
+            down[job->down[i]] = 1;
+        }
+    }
+    st = aggmgr_tree_build_avoiding(&am->topo, job->cas, (int)job->world_size, load, down,
+                                    tree);
+    if (st == AGG_OK && (uint32_t)tree->nodes[0].topo_node != root) {
+        aggmgr_tree_free(tree);
         st = AGG_ERR_NO_TREE;
     }
+out:
+    free(load);
+    free(down);
     return st;
+}
+
+/* Takes the switches down[] into job->down (a copy). */
+static agg_status_t aggmgr__job_set_down(aggmgr_job_t *job, const uint32_t *down, uint32_t n)
+{
+    uint32_t *copy = NULL;
+
+    if (n > 0 && (copy = malloc(n * sizeof(*copy))) == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    if (n > 0) {
+        memcpy(copy, down, n * sizeof(*copy));
+    }
+    free(job->down);
+    job->down     = copy;
+    job->num_down = n;
+    return AGG_OK;
+}
+
+/* The job's reservation moves from its tree to nt, which becomes its tree. */
+static agg_status_t aggmgr__job_move(aggmgr_t *am, aggmgr_job_t *job, aggmgr_tree_t *nt)
+{
+    aggmgr__tree_reserve(am, &job->tree, -1, job->osts, job->max_groups);
+    if (!aggmgr__tree_fits(am, nt, job->osts, job->max_groups)) {
+        aggmgr__tree_reserve(am, &job->tree, 1, job->osts, job->max_groups);
+        return AGG_ERR_NO_RESOURCE;
+    }
+    am->ans[job->tree.nodes[0].topo_node].trees_rooted--;
+    aggmgr_tree_free(&job->tree);
+    job->tree = *nt;
+    aggmgr__tree_reserve(am, &job->tree, 1, job->osts, job->max_groups);
+    am->ans[job->tree.nodes[0].topo_node].trees_rooted++;
+    return AGG_OK;
+}
+
+agg_status_t aggmgr_job_reroute(aggmgr_t *am, aggmgr_job_t *job)
+{
+    uint8_t *down = calloc((size_t)am->topo.num_nodes, 1);
+    uint32_t *list = NULL, nd = 0;
+    unsigned *load = NULL;
+    aggmgr_tree_t nt;
+    agg_status_t st = AGG_OK;
+    int i, any = 0;
+
+    if (down == NULL) {
+        return AGG_ERR_NO_MEMORY;
+    }
+    for (i = 0; i < am->topo.num_nodes; ++i) {
+        int sim = am->ans[i].sim;
+
+        down[i] = am->topo.nodes[i].type == AGGMGR_NODE_SWITCH &&
+                  (sim < 0 || am->sims[sim].fd < 0);
+        nd += down[i];
+    }
+    for (i = 0; i < job->tree.num_nodes; ++i) {
+        any |= down[job->tree.nodes[i].topo_node];
+    }
+    if (!any) {
+        goto out; /* whole */
+    }
+    load = malloc((size_t)am->topo.num_nodes * sizeof(*load));
+    list = malloc((nd + 1) * sizeof(*list));
+    if (load == NULL || list == NULL) {
+        st = AGG_ERR_NO_MEMORY;
+        goto out;
+    }
+    for (i = 0, nd = 0; i < am->topo.num_nodes; ++i) {
+        load[i] = am->ans[i].trees_rooted;
+        if (down[i]) {
+            list[nd++] = (uint32_t)i;
+        }
+    }
+    st = aggmgr_tree_build_avoiding(&am->topo, job->cas, (int)job->world_size, load, down, &nt);
+    if (st != AGG_OK) {
+        agg_warn("job %u: its tree has a switch no switchsim serves, and the switches that "
+                 "are up leave no other tree for its ranks: its groups wait for that switch",
+                 job->id);
+        st = AGG_ERR_NO_SWITCHSIM;
+        goto out;
+    }
+    st = aggmgr__job_move(am, job, &nt);
+    if (st != AGG_OK) {
+        agg_warn("job %u: a tree around the switches that are down has no room for its quota",
+                 job->id);
+        aggmgr_tree_free(&nt);
+        goto out;
+    }
+    aggmgr__job_set_down(job, list, nd);
+    job->tree_id = am->next_tree_id++;
+    if (job->sat_tree_id != 0) {
+        job->sat_tree_id = am->next_tree_id++;
+    }
+    aggmgr_journal_job_tree(am, job);
+    agg_warn("job %u: its tree went through a switch that is down (%u down); its groups now "
+             "use tree %u rooted at %s, depth %d, %d nodes", job->id, nd, job->tree_id,
+             am->topo.nodes[job->tree.nodes[0].topo_node].id, job->tree.depth,
+             job->tree.num_nodes);
+out:
+    free(down);
+    free(load);
+    free(list);
+    return st;
+}
+
+agg_status_t aggmgr_job_retree(aggmgr_t *am, uint32_t job_id, uint32_t root, uint32_t tree_id,
+                               uint32_t sat_tree_id, const uint32_t *down, uint32_t num_down,
+                               char *why, size_t whylen)
+{
+    aggmgr_job_t *job = aggmgr_job_find(am, job_id);
+    aggmgr_tree_t nt;
+    agg_status_t st;
+
+    if (job == NULL || root >= (uint32_t)am->topo.num_nodes) {
+        snprintf(why, whylen, "job %u's new tree (root %u), but %s", job_id, root,
+                 job == NULL ? "no such job" : "no such switch");
+        return AGG_ERR_PROTOCOL;
+    }
+    st = aggmgr__job_set_down(job, down, num_down);
+    if (st == AGG_OK) {
+        st = aggmgr__tree_rebuild(am, job, root, &nt);
+    }
+    if (st == AGG_OK) {
+        st = aggmgr__job_move(am, job, &nt);
+        if (st != AGG_OK) {
+            aggmgr_tree_free(&nt);
+        }
+    }
+    if (st != AGG_OK) {
+        snprintf(why, whylen, "job %u: its new tree rooted at %s cannot be built again or "
+                 "does not fit", job_id, am->topo.nodes[root].id);
+        return AGG_ERR_PROTOCOL;
+    }
+    job->tree_id     = tree_id;
+    job->sat_tree_id = sat_tree_id;
+    if (am->next_tree_id <= tree_id) {
+        am->next_tree_id = tree_id + 1;
+    }
+    if (am->next_tree_id <= sat_tree_id) {
+        am->next_tree_id = sat_tree_id + 1;
+    }
+    return AGG_OK;
 }
 
 agg_status_t aggmgr_job_restore(aggmgr_t *am, const aggmgr_job_rec_t *rec, char *why,
@@ -335,7 +491,10 @@ agg_status_t aggmgr_job_restore(aggmgr_t *am, const aggmgr_job_rec_t *rec, char 
                AGG_WIRE_NAME_LEN);
         job->rank_host[r][AGG_WIRE_NAME_LEN - 1] = '\0';
     }
-    st = aggmgr__tree_rebuild(am, job, rec->root);
+    st = aggmgr__job_set_down(job, rec->down, rec->num_down);
+    if (st == AGG_OK) {
+        st = aggmgr__tree_rebuild(am, job, rec->root, &job->tree);
+    }
     if (st != AGG_OK) {
         snprintf(why, whylen, "job %u: no tree rooted at %s covers its adapters", rec->id,
                  am->topo.nodes[rec->root].id);

@@ -36,6 +36,7 @@ enum {
     AGGMGR_JREC_JOB_END   = 3,
     AGGMGR_JREC_GROUP     = 4,
     AGGMGR_JREC_GROUP_END = 5,
+    AGGMGR_JREC_JOB_TREE  = 6, /* a job's tree built again around switches that are down */
 };
 
 enum { AGGMGR_JSYNC_CHANGE, AGGMGR_JSYNC_BATCH, AGGMGR_JSYNC_NONE }; /* am_journal_sync */
@@ -55,12 +56,17 @@ typedef struct aggmgr_jhead {
 
 typedef struct aggmgr_jjob {
     uint32_t id, world_size, osts, max_groups, payload_per_ost, osts_per_group;
-    uint32_t tree_id, sat_tree_id, root, owner_pid, num_hosts, reserved;
+    uint32_t tree_id, sat_tree_id, root, owner_pid, num_hosts, num_down;
     uint64_t key;
     char     owner_host[AGG_WIRE_NAME_LEN];
     /* then int32_t cas[world_size], uint32_t host_of[world_size],
-       char hosts[num_hosts][AGG_WIRE_NAME_LEN] */
+       char hosts[num_hosts][AGG_WIRE_NAME_LEN], uint32_t down[num_down] */
 } aggmgr_jjob_t;
+
+typedef struct aggmgr_jtree {
+    uint32_t job_id, root, tree_id, sat_tree_id, num_down, reserved;
+    /* then uint32_t down[num_down]: the switches its tree was built around */
+} aggmgr_jtree_t;
 
 typedef struct aggmgr_jgroup {
     uint32_t job_id, id, num_members, flags, llt_osts;
@@ -149,7 +155,9 @@ static int aggmgr__jwrite(int fd, uint16_t type, const void *const *parts, const
         return -1;
     }
     for (i = 0; i < n; ++i) {
-        memcpy(buf + off, parts[i], lens[i]);
+        if (lens[i] > 0) {
+            memcpy(buf + off, parts[i], lens[i]);
+        }
         off += lens[i];
     }
     hdr.length = (uint32_t)len;
@@ -194,7 +202,8 @@ static int aggmgr__jwrite_job(const aggmgr_t *am, int fd, const aggmgr_job_t *jo
                          .osts_per_group = job->osts_per_group, .tree_id = job->tree_id,
                          .sat_tree_id = job->sat_tree_id,
                          .root = (uint32_t)job->tree.nodes[0].topo_node,
-                         .owner_pid = job->owner_pid, .key = job->key};
+                         .owner_pid = job->owner_pid, .num_down = job->num_down,
+                         .key = job->key};
     uint32_t *host_of = malloc(job->world_size * sizeof(*host_of));
     char (*hosts)[AGG_WIRE_NAME_LEN] = malloc(job->world_size * sizeof(*hosts));
     uint32_t r, h, nh = 0;
@@ -222,11 +231,12 @@ static int aggmgr__jwrite_job(const aggmgr_t *am, int fd, const aggmgr_job_t *jo
     }
     rec.num_hosts = nh;
     {
-        const void *parts[] = {&rec, job->cas, host_of, hosts};
+        const void *parts[] = {&rec, job->cas, host_of, hosts, job->down};
         size_t lens[] = {sizeof(rec), job->world_size * sizeof(int32_t),
-                         job->world_size * sizeof(uint32_t), nh * sizeof(*hosts)};
+                         job->world_size * sizeof(uint32_t), nh * sizeof(*hosts),
+                         job->num_down * sizeof(uint32_t)};
 
-        rc = aggmgr__jwrite(fd, AGGMGR_JREC_JOB, parts, lens, 4, size);
+        rc = aggmgr__jwrite(fd, AGGMGR_JREC_JOB, parts, lens, 5, size);
     }
 out:
     free(host_of);
@@ -398,6 +408,25 @@ static void aggmgr__jref(aggmgr_t *am, uint16_t type, uint32_t job_id, uint32_t 
     aggmgr__jafter(am);
 }
 
+void aggmgr_journal_job_tree(aggmgr_t *am, const aggmgr_job_t *job)
+{
+    aggmgr_jtree_t rec = {.job_id = job->id, .root = (uint32_t)job->tree.nodes[0].topo_node,
+                          .tree_id = job->tree_id, .sat_tree_id = job->sat_tree_id,
+                          .num_down = job->num_down};
+    const void *parts[] = {&rec, job->down};
+    size_t lens[] = {sizeof(rec), job->num_down * sizeof(uint32_t)};
+
+    if (!aggmgr__jon(am)) {
+        return;
+    }
+    if (aggmgr__jwrite(am->journal.fd, AGGMGR_JREC_JOB_TREE, parts, lens, 2,
+                       &am->journal.size) != 0) {
+        aggmgr__jfail(am, "cannot append a job's new tree", errno);
+        return;
+    }
+    aggmgr__jafter(am);
+}
+
 void aggmgr_journal_job_end(aggmgr_t *am, uint32_t job_id)
 {
     aggmgr__jref(am, AGGMGR_JREC_JOB_END, job_id, 0);
@@ -499,9 +528,11 @@ static agg_status_t aggmgr__japply(aggmgr_t *am, const aggmgr_jhdr_t *h, const u
         aggmgr_job_rec_t rec;
 
         jj = (const aggmgr_jjob_t *)body;
-        if (h->length < sizeof(*jj) || jj->world_size > (1u << 24) || jj->num_hosts > jj->world_size ||
+        if (h->length < sizeof(*jj) || jj->world_size > (1u << 24) ||
+            jj->num_hosts > jj->world_size || jj->num_down > (1u << 24) ||
             h->length != sizeof(*jj) + (size_t)jj->world_size * 8 +
-                             (size_t)jj->num_hosts * AGG_WIRE_NAME_LEN) {
+                             (size_t)jj->num_hosts * AGG_WIRE_NAME_LEN +
+                             (size_t)jj->num_down * 4) {
             break;
         }
         rec = (aggmgr_job_rec_t){
@@ -513,8 +544,20 @@ static agg_status_t aggmgr__japply(aggmgr_t *am, const aggmgr_jhdr_t *h, const u
             .cas = (const int32_t *)(jj + 1),
             .host_of = (const uint32_t *)(jj + 1) + jj->world_size,
             .hosts = (const char *)((const uint32_t *)(jj + 1) + 2 * (size_t)jj->world_size),
+            .num_down = jj->num_down,
         };
+        rec.down = (const uint32_t *)(rec.hosts + (size_t)jj->num_hosts * AGG_WIRE_NAME_LEN);
         return aggmgr_job_restore(am, &rec, why, whylen);
+    }
+    case AGGMGR_JREC_JOB_TREE: {
+        const aggmgr_jtree_t *jt = (const aggmgr_jtree_t *)body;
+
+        if (h->length < sizeof(*jt) || jt->num_down > (1u << 24) ||
+            h->length != sizeof(*jt) + (size_t)jt->num_down * 4) {
+            break;
+        }
+        return aggmgr_job_retree(am, jt->job_id, jt->root, jt->tree_id, jt->sat_tree_id,
+                                 (const uint32_t *)(jt + 1), jt->num_down, why, whylen);
     }
     case AGGMGR_JREC_GROUP: {
         aggmgr_group_rec_t rec;

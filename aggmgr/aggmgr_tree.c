@@ -63,7 +63,8 @@ static int tree_is_switch(const aggmgr_topo_t *topo, int v)
     return v >= 0 && topo->nodes[v].type == AGGMGR_NODE_SWITCH;
 }
 
-static agg_status_t tree_work_init(tree_work_t *w, const aggmgr_topo_t *topo)
+static agg_status_t tree_work_init(tree_work_t *w, const aggmgr_topo_t *topo,
+                                   const uint8_t *down)
 {
     const aggmgr_node_t *n;
     size_t num = (size_t)topo->num_nodes;
@@ -96,6 +97,7 @@ static agg_status_t tree_work_init(tree_work_t *w, const aggmgr_topo_t *topo)
             k += tree_is_switch(topo, n->ports[p].peer_node);
         }
     }
+    /* a switch that is down has no cables: no path goes through it */
     w->adj = malloc(((size_t)k + 1) * sizeof(int));
     if (w->adj == NULL) {
         free(w->mem);
@@ -105,7 +107,8 @@ static agg_status_t tree_work_init(tree_work_t *w, const aggmgr_topo_t *topo)
         n             = &topo->nodes[v];
         w->adj_off[v] = k;
         for (p = 1; n->type == AGGMGR_NODE_SWITCH && p <= n->num_ports; p++) {
-            if (tree_is_switch(topo, n->ports[p].peer_node)) {
+            if (tree_is_switch(topo, n->ports[p].peer_node) &&
+                (down == NULL || (!down[v] && !down[n->ports[p].peer_node]))) {
                 w->adj[k++] = n->ports[p].peer_node;
             }
         }
@@ -308,6 +311,13 @@ agg_status_t aggmgr_tree_build(const aggmgr_topo_t *topo, const int *ca_idx,
                                int num, const unsigned *root_load,
                                aggmgr_tree_t *tree)
 {
+    return aggmgr_tree_build_avoiding(topo, ca_idx, num, root_load, NULL, tree);
+}
+
+agg_status_t aggmgr_tree_build_avoiding(const aggmgr_topo_t *topo, const int *ca_idx,
+                                        int num, const unsigned *root_load,
+                                        const uint8_t *down, aggmgr_tree_t *tree)
+{
     aggmgr_tree_t t;
     tree_work_t w;
     agg_status_t status;
@@ -327,12 +337,18 @@ agg_status_t aggmgr_tree_build(const aggmgr_topo_t *topo, const int *ca_idx,
     }
 
     memset(&t, 0, sizeof(t));
-    status = tree_work_init(&w, topo);
+    status = tree_work_init(&w, topo, down);
     if (status != AGG_OK) {
         return status;
     }
     for (i = 0; i < num; i++) {
         sw = topo->ca_switch[ca_idx[i]];
+        if (sw >= 0 && down != NULL && down[sw]) {
+            agg_debug("%s: HCA \"%s\" hangs from switch \"%s\", which is down", topo->source,
+                      topo->nodes[topo->cas[ca_idx[i]]].desc, topo->nodes[sw].desc);
+            status = AGG_ERR_NO_TREE;
+            goto out;
+        }
         if (sw < 0) {
             agg_debug("%s: HCA \"%s\" is not cabled to a switch", topo->source,
                       topo->nodes[topo->cas[ca_idx[i]]].desc);

@@ -40,6 +40,16 @@ agg_status_t aggmgr_tree_build(const aggmgr_topo_t *topo, const int *ca_idx,
                                aggmgr_tree_t *tree);
 
 /*
+ * The same, through switches that are up only: down[topo node] non-zero
+ * takes a switch out of the fabric (down may be NULL). AGG_ERR_NO_TREE when
+ * an adapter's own switch is down, or the others leave no switch reaching
+ * every leaf.
+ */
+agg_status_t aggmgr_tree_build_avoiding(const aggmgr_topo_t *topo, const int *ca_idx,
+                                        int num, const unsigned *root_load,
+                                        const uint8_t *down, aggmgr_tree_t *tree);
+
+/*
  * The subtree of `tree` that serves only the HCAs sel[0..n) (indices into
  * tree->hca_leaf): branches with none of them are pruned, then the root moves
  * down while it has a single child and no selected HCA of its own, so a group

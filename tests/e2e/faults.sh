@@ -132,6 +132,59 @@ grep -q "^fault_loop: .* 0 wrong, 0 errors" "$TMP/back.out" || { cat "$TMP/back.
     { cat "$TMP/back.out"; fail "the calls did not come back to the network (the new switchsim got nothing)"; }
 echo "a lost switchsim, another in its place: the calls came back to the network ($(stat fragments_in "$TMP/simB.stats") fragments)"
 
+# another spine: a fabric of two leaves and two spines, the leaves in one
+# switchsim and each spine in its own; the spine the job's tree is rooted at
+# is killed. The communicator runs on the host, makes its group again after
+# AGG_NET_RETRY_CALLS calls, and aggmgr builds the job a tree through the
+# other spine, which reduces the calls from then on
+AGG_AM_JOURNAL=$TMP/sp.journal "$BIN/aggmgr" --fat-tree 2:2:2 --listen 127.0.0.1:0 \
+    --ready-fd 3 3>"$TMP/sp.ready" >"$TMP/sp_mgr.log" 2>&1 &
+mgr=$!
+for _ in $(seq 250); do grep -q : "$TMP/sp.ready" && break; sleep 0.02; done
+addr=$(head -1 "$TMP/sp.ready")
+declare -A spsim
+for s in leaf spine1 spine2; do
+    AGG_SIM_SWITCHES="name:$s*" AGG_SIM_DATA_ADDR=127.0.0.1:0 "$BIN/switchsim" --am "$addr" \
+        --ready-fd 3 --stats-file "$TMP/$s.stats" 3>"$TMP/$s.ready" >"$TMP/$s.log" 2>&1 &
+    spsim[$s]=$!
+    for _ in $(seq 250); do grep -q ready "$TMP/$s.ready" && break; sleep 0.02; done
+done
+"${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" -x HCOLL_ENABLE_SHARP=2 \
+    -x AGG_STATS=1 -x AGG_NET_RETRY_CALLS=200 "$BIN/fault_loop" 4 >"$TMP/sp.out" 2>&1 &
+job=$!
+for _ in $(seq 600); do grep -q "under way" "$TMP/sp.out" && break; sleep 0.05; done
+root=$(AGG_AM_ADDR=$addr "$BIN/agg_info" -S | grep -o "^job 1: .* root S-[0-9a-f]*" | grep -o "S-[0-9a-f]*$")
+if "$BIN/aggmgr" --fat-tree 2:2:2 --print-topology | grep -q "^Switch.*\"$root\".*\"spine1\""; then
+    dead=spine1 other=spine2
+else
+    dead=spine2 other=spine1
+fi
+sleep 0.5
+kill -9 "${spsim[$dead]}"
+wait $job || { cat "$TMP/sp.out"; fail "the job across a lost spine failed"; }
+kill -TERM "${spsim[leaf]}" "${spsim[$other]}"
+wait "${spsim[leaf]}" "${spsim[$other]}" || true
+kill -9 $mgr
+wait $mgr 2>/dev/null || true
+# the journal holds the job, its new tree and its end: read back, it starts
+AGG_AM_JOURNAL=$TMP/sp.journal SHARP_COLL_LOG_LEVEL=3 "$BIN/aggmgr" --fat-tree 2:2:2 \
+    --listen 127.0.0.1:0 --ready-fd 3 3>"$TMP/sp2.ready" >"$TMP/sp2_mgr.log" 2>&1 &
+mgr=$!
+for _ in $(seq 250); do grep -q : "$TMP/sp2.ready" && break; sleep 0.02; done
+grep -q "0 jobs and 0 groups stand after 1 jobs" "$TMP/sp2_mgr.log" ||
+    { cat "$TMP/sp2_mgr.log"; fail "the journal with a job's new tree did not read back"; }
+kill -TERM $mgr
+wait $mgr || true
+line=$(grep '^fault_loop: [0-9]* calls' "$TMP/sp.out")
+echo "$dead (the root) killed: $line"
+echo "$line" | grep -q " 0 wrong, 0 errors" || { cat "$TMP/sp.out"; fail "a lost spine: wrong results or errors"; }
+grep -q "its groups now use tree [0-9]* rooted at" "$TMP/sp_mgr.log" ||
+    { cat "$TMP/sp_mgr.log"; fail "aggmgr did not move the job to a tree around the lost spine"; }
+[ "$(stat fragments_reduced "$TMP/$other.stats")" -gt 0 ] ||
+    { cat "$TMP/sp.out"; fail "the other spine reduced nothing: the calls did not come back to the network"; }
+grep -E "^agg_stats: allreduce" "$TMP/sp.out"
+echo "$other reduced $(stat fragments_reduced "$TMP/$other.stats") fragments after the reroute"
+
 # what a switchsim killed elsewhere left: a pid that no process has
 dead=4194000
 while kill -0 $dead 2>/dev/null; do dead=$((dead - 1)); done

@@ -330,6 +330,37 @@ static void test_bad_params(void **state)
     aggmgr_topo_free(&t);
 }
 
+/* Switches that are down are not in any tree: the other spine is the root. */
+static void test_avoiding(void **state)
+{
+    aggmgr_topo_t t;
+    aggmgr_tree_t tr;
+    int idx[] = {0, 2, 5}; /* hosts under leaves 1, 2 and 3 (two per leaf) */
+    uint8_t down[16] = {0};
+    int i;
+
+    (void)state;
+    memset(&tr, 0, sizeof(tr));
+    assert_int_equal(aggmgr_topo_fat_tree(3, 2, 2, &t), AGG_OK); /* spines: nodes 0, 1 */
+    assert_true((size_t)t.num_nodes <= sizeof(down));
+    assert_int_equal(aggmgr_tree_build_avoiding(&t, idx, 3, NULL, down, &tr), AGG_OK);
+    assert_int_equal(tr.nodes[0].topo_node, 0); /* spine1: the lower GUID */
+    aggmgr_tree_free(&tr);
+    down[0] = 1; /* spine1 down */
+    assert_int_equal(aggmgr_tree_build_avoiding(&t, idx, 3, NULL, down, &tr), AGG_OK);
+    assert_int_equal(tr.nodes[0].topo_node, 1);
+    for (i = 0; i < tr.num_nodes; ++i) {
+        assert_false(down[tr.nodes[i].topo_node]);
+    }
+    aggmgr_tree_free(&tr);
+    down[1] = 1; /* both spines: the leaves have no switch in common */
+    assert_int_equal(aggmgr_tree_build_avoiding(&t, idx, 3, NULL, down, &tr), AGG_ERR_NO_TREE);
+    down[0] = down[1] = 0;
+    down[t.ca_switch[idx[0]]] = 1; /* a member's own leaf: no way around it */
+    assert_int_equal(aggmgr_tree_build_avoiding(&t, idx, 3, NULL, down, &tr), AGG_ERR_NO_TREE);
+    aggmgr_topo_free(&t);
+}
+
 static void test_prune(void **state)
 {
     aggmgr_topo_t t;
@@ -598,6 +629,7 @@ int main(void)
         cmocka_unit_test(test_no_tree),
         cmocka_unit_test(test_ibsim_capture),
         cmocka_unit_test(test_three_level),
+        cmocka_unit_test(test_avoiding),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
