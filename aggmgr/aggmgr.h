@@ -37,6 +37,8 @@ typedef struct aggmgr_conn {
                                   connection if none came yet; 0: none expected */
     uint64_t      quiet_since_ms; /* the last complete message (or the connection) */
     uint32_t      attached_job;   /* a job whose key it showed in JOB_ATTACH, 0 none */
+    char          peer[64];       /* its address, numeric, without the port ("local":
+                                     not IP); per-address limits count by it */
     /* what the socket did not take yet, written by the event loop on POLLOUT:
        a peer that stops reading holds up nobody */
     agg_txq_t     txq;
@@ -260,7 +262,7 @@ typedef struct aggmgr {
     aggmgr_conn_t  conns[AGGMGR_MAX_CONNS];
     int            num_conns;
     size_t         rx_bytes;          /* receive buffers of every connection */
-    unsigned long  dropped[4];        /* peers dropped, by AGGMGR_DROP_* (logged with counts) */
+    unsigned long  dropped[5];        /* peers dropped, by AGGMGR_DROP_* (logged with counts) */
     aggmgr_sim_t   sims[AGGMGR_MAX_SIMS];
     int            num_sims;          /* slots in use or freed: 0 .. num_sims-1 */
     uint32_t       next_sim_id;
@@ -511,6 +513,9 @@ agg_status_t aggmgr_place(const aggmgr_t *am, const agg_msg_job_create_t *req,
  */
 agg_status_t aggmgr_conn_send(aggmgr_t *am, int fd, uint16_t type, uint32_t txid,
                               const void *body, size_t len);
+
+/* The address of the peer on fd ("" when none is known). */
+const char *aggmgr_conn_peer(const aggmgr_t *am, int fd);
 
 /* Did the client on fd show the job's key (JOB_ATTACH)? */
 int aggmgr_conn_attached(const aggmgr_t *am, int fd, uint32_t job_id);

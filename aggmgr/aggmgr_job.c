@@ -114,8 +114,11 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
                                const uint32_t *host_of, agg_msg_job_create_reply_t *rep)
 {
     long long percent = agg_conf_int(&am->conf, AGG_CONF_AM_LLT_QUOTA_PERCENT);
+    long long max_cas = agg_conf_int(&am->conf, AGG_CONF_AM_CLIENT_MAX_ADAPTERS);
     uint32_t an_payload = (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_PAYLOAD_PER_OST);
-    uint32_t osts, groups, payload;
+    uint32_t osts, groups, payload, peer_jobs = 0, peer_cas = 0, k;
+    const aggmgr_job_t *other;
+    const char *peer;
     aggmgr_job_t *job;
     unsigned *load;
     char why[512];
@@ -129,6 +132,19 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     if (am->num_jobs >= (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AM_MAX_JOBS)) {
         agg_warn("job from %s pid %u refused: %u jobs already", req->host, req->pid,
                  am->num_jobs);
+        return AGG_ERR_NO_RESOURCE;
+    }
+    /* what the jobs of its address hold already (am_client_max_*) */
+    peer = aggmgr_conn_peer(am, owner_fd);
+    for (other = am->jobs; other != NULL; other = other->next) {
+        if (other->owner_fd >= 0 && strcmp(aggmgr_conn_peer(am, other->owner_fd), peer) == 0) {
+            peer_jobs++;
+            peer_cas += other->num_cas;
+        }
+    }
+    if (peer_jobs >= (uint32_t)agg_conf_int(&am->conf, AGG_CONF_AM_CLIENT_MAX_JOBS)) {
+        agg_warn("job from %s pid %u refused: its address (%s) has %u jobs already "
+                 "(am_client_max_jobs)", req->host, req->pid, peer, peer_jobs);
         return AGG_ERR_NO_RESOURCE;
     }
     payload = req->quota_payload_per_ost ? req->quota_payload_per_ost : an_payload;
@@ -185,6 +201,16 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
     }
     st = aggmgr__job_hold(am, job);
     if (st != AGG_OK) {
+        goto err_tree;
+    }
+    if (max_cas > 0 && peer_cas + job->num_cas > (uint64_t)max_cas) {
+        agg_warn("job from %s pid %u refused: its address (%s) holds %u adapters, and %u more "
+                 "would pass am_client_max_adapters (%lld)", req->host, req->pid, peer,
+                 peer_cas, job->num_cas, max_cas);
+        for (k = 0; k < job->num_cas; ++k) {
+            am->ca_busy[job->held[k]] = 0;
+        }
+        st = AGG_ERR_NO_RESOURCE;
         goto err_tree;
     }
     aggmgr__tree_reserve(am, &job->tree, 1, osts, groups);

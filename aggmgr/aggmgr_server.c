@@ -704,7 +704,8 @@ static agg_status_t aggmgr__dispatch(aggmgr_t *am, aggmgr_conn_t *c, agg_msg_hdr
  * message once it is whole. AGG_OK also means "not complete yet".
  */
 /* Why aggmgr drops a peer that is no use to it (counted; logged when the count is 1, 10, 100...). */
-enum { AGGMGR_DROP_SLOW, AGGMGR_DROP_QUIET, AGGMGR_DROP_BUDGET, AGGMGR_DROP_EVICTED };
+enum { AGGMGR_DROP_SLOW, AGGMGR_DROP_QUIET, AGGMGR_DROP_BUDGET, AGGMGR_DROP_EVICTED,
+       AGGMGR_DROP_PER_ADDR };
 
 static void aggmgr__dropped(aggmgr_t *am, const aggmgr_conn_t *c, int why, const char *what)
 {
@@ -882,33 +883,102 @@ static int aggmgr__stalled(agg_loop_t *loop, void *arg)
 }
 
 /*
- * With every connection taken, the one quiet longest that holds nothing (no
- * job, group or switchsim) makes room for a new one; -1 if none may go.
+ * With every connection taken (of one address: peer not NULL), the one
+ * quiet longest that holds nothing (no job, group or switchsim) makes room
+ * for a new one; -1 if none may go.
  */
-static int aggmgr__evict(aggmgr_t *am)
+static int aggmgr__evict_of(aggmgr_t *am, const char *peer)
 {
     int i, best = -1;
 
     for (i = 0; i < am->num_conns; ++i) {
         const aggmgr_conn_t *c = &am->conns[i];
 
-        if (c->fd >= 0 && !aggmgr__conn_holds(am, c->fd) &&
+        if (c->fd >= 0 && (peer == NULL || strcmp(c->peer, peer) == 0) &&
+            !aggmgr__conn_holds(am, c->fd) &&
             (best < 0 || c->quiet_since_ms < am->conns[best].quiet_since_ms)) {
             best = i;
         }
     }
     if (best >= 0) {
-        aggmgr__dropped(am, &am->conns[best], AGGMGR_DROP_EVICTED,
-                        "every connection is taken: the quietest that holds nothing goes");
+        aggmgr__dropped(am, &am->conns[best],
+                        peer != NULL ? AGGMGR_DROP_PER_ADDR : AGGMGR_DROP_EVICTED,
+                        peer != NULL ? "its address has am_client_max_conns connections: "
+                                       "the quietest that holds nothing goes" :
+                                       "every connection is taken: the quietest that holds "
+                                       "nothing goes");
         aggmgr__conn_close(am, &am->conns[best]);
     }
     return best;
 }
 
+static int aggmgr__evict(aggmgr_t *am)
+{
+    return aggmgr__evict_of(am, NULL);
+}
+
+const char *aggmgr_conn_peer(const aggmgr_t *am, int fd)
+{
+    int i;
+
+    for (i = 0; i < am->num_conns; ++i) {
+        if (am->conns[i].fd == fd) {
+            return am->conns[i].peer;
+        }
+    }
+    return "";
+}
+
+/* The peer's address without its port; "local" for a peer that is no IP socket. */
+static void aggmgr__peer_of(int fd, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char *colon;
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0 ||
+        (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)) {
+        snprintf(buf, len, "local");
+        return;
+    }
+    agg_sock_addr_string((struct sockaddr *)&ss, buf, len);
+    colon = strrchr(buf, ':'); /* "host:port", "[v6]:port" */
+    if (colon != NULL) {
+        *colon = '\0';
+    }
+}
+
+/* A new connection from peer: room under am_client_max_conns, or -1 (refused). */
+static int aggmgr__peer_room(aggmgr_t *am, const char *peer)
+{
+    long long max = agg_conf_int(&am->conf, AGG_CONF_AM_CLIENT_MAX_CONNS);
+    int i, n = 0;
+
+    for (i = 0; i < am->num_conns; ++i) {
+        n += am->conns[i].fd >= 0 && strcmp(am->conns[i].peer, peer) == 0;
+    }
+    if (n < max || aggmgr__evict_of(am, peer) >= 0) {
+        return 0;
+    }
+    return -1;
+}
+
 static void aggmgr__add_conn(aggmgr_t *am, int fd)
 {
     aggmgr_conn_t *c = NULL;
+    char peer[64];
     int i;
+
+    aggmgr__peer_of(fd, peer, sizeof(peer));
+    if (aggmgr__peer_room(am, peer) < 0) {
+        aggmgr_conn_t tmp = {.fd = fd};
+
+        aggmgr__dropped(am, &tmp, AGGMGR_DROP_PER_ADDR,
+                        "its address has am_client_max_conns connections, every one holding "
+                        "a job, group or switchsim: refused");
+        close(fd);
+        return;
+    }
 
     for (i = 0; i < am->num_conns && c == NULL; ++i) {
         if (am->conns[i].fd < 0) {
@@ -932,6 +1002,7 @@ static void aggmgr__add_conn(aggmgr_t *am, int fd)
     }
     memset(c, 0, sizeof(*c));
     c->fd             = fd;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
     c->rx_since_ms    = (uint64_t)agg_time_ms(); /* its first message: in time, or out */
     c->quiet_since_ms = c->rx_since_ms;
     if (agg_txq_init(&c->txq, 16, 1u << 16, AGGMGR_TX_MAX, am->loop, NULL, 0) != AGG_OK ||

@@ -694,6 +694,47 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "nobody claims by then ended while the manager was down, "
                   "and its resources are given back.",
     },
+    [AGG_CONF_AM_CLIENT_MAX_CONNS] = {
+        .key    = "am_client_max_conns",
+        .env    = {"AGG_AM_CLIENT_MAX_CONNS", NULL},
+        .defval = "256",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 1024,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .flags  = AGG_CONF_F_RELOADABLE,
+        .doc    = "Control connections the manager keeps from one address "
+                  "(every local process counts as one address): past it, the "
+                  "quietest of that address's that holds nothing makes room, "
+                  "or the new one is refused. One client cannot take the "
+                  "1,024 every job needs.",
+    },
+    [AGG_CONF_AM_CLIENT_MAX_JOBS] = {
+        .key    = "am_client_max_jobs",
+        .env    = {"AGG_AM_CLIENT_MAX_JOBS", NULL},
+        .defval = "16",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 100000,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .flags  = AGG_CONF_F_RELOADABLE,
+        .doc    = "Jobs whose rank 0 connects from one address, at once: "
+                  "one host cannot take every job (am_max_jobs) of the "
+                  "cluster.",
+    },
+    [AGG_CONF_AM_CLIENT_MAX_ADAPTERS] = {
+        .key    = "am_client_max_adapters",
+        .env    = {"AGG_AM_CLIENT_MAX_ADAPTERS", NULL},
+        .defval = "0",
+        .type   = AGG_CONF_T_INT,
+        .min    = 1,
+        .max    = 1000000,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .flags  = AGG_CONF_F_RELOADABLE | AGG_CONF_F_ZERO_OK,
+        .doc    = "Host adapters the jobs of one address may hold together; "
+                  "0: no limit (a job may take every adapter it has ranks "
+                  "for).",
+    },
     [AGG_CONF_AN_OSTS] = {
         .key    = "an_osts",
         .env    = {"AGG_AN_OSTS", NULL},

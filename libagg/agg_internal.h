@@ -200,6 +200,7 @@ struct agg_comm {
     int             size;
     void           *oob_ctx;
     uint32_t        group_id;
+    unsigned long   stalls;     /* calls timed out here (the first is logged, by rank 0) */
     uint64_t        leaf_guid;  /* the aggregation node this rank sends to */
     agg__group_t    llt;
     agg__group_t    sat;        /* sat.tl == NULL: no SAT group */

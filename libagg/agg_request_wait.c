@@ -36,11 +36,18 @@ static int agg__request_stalled(agg_request_t *req, int64_t now)
     if (now - req->seen_ms <= comm->ctx->alike.coll_timeout_ms) {
         return 0;
     }
-    agg_error("%s of %zu x %s (%s) on group %u: no progress for %d ms "
-              "(fragment %zu of %zu)", agg_coll_name(req->coll), req->spec.count,
-              agg_dtype_name(req->spec.dtype),
-              agg_op_name(req->spec.op), comm->group_id, comm->ctx->alike.coll_timeout_ms,
-              req->done, req->nfrags);
+    /* every member times out alike: rank 0 says it once for the communicator */
+    if (__atomic_fetch_add(&comm->stalls, 1, __ATOMIC_RELAXED) == 0 && comm->rank == 0) {
+        agg_error("%s of %zu x %s (%s) on group %u: no progress for %d ms (fragment %zu of "
+                  "%zu); later timeouts of this communicator of %d ranks are not logged",
+                  agg_coll_name(req->coll), req->spec.count, agg_dtype_name(req->spec.dtype),
+                  agg_op_name(req->spec.op), comm->group_id,
+                  comm->ctx->alike.coll_timeout_ms, req->done, req->nfrags, comm->size);
+    } else {
+        agg_debug("%s on group %u: no progress for %d ms (fragment %zu of %zu)",
+                  agg_coll_name(req->coll), comm->group_id, comm->ctx->alike.coll_timeout_ms,
+                  req->done, req->nfrags);
+    }
     agg__request_abandon(req, AGG_ERR_TIMEOUT);
     return 1;
 }

@@ -176,6 +176,9 @@ kill_run() { # NAME LEVEL [in-place]
     grep -q "sim_faults: killed at message 6000 in" "$TMP/$name.sim.log" ||
         { cat "$TMP/$name.sim.log"; fail "$name: switchsim was not killed by its fault"; }
     [ "$(worst "$name")" -lt 5000 ] || fail "$name: a call took $(worst "$name") ms: the loss was not seen"
+    # the 4 ranks see it alike: said once for the group, not once a rank
+    [ "$(grep -c 'switchsim closed the connection' "$TMP/$name.out")" -le 1 ] ||
+        { grep 'closed the connection' "$TMP/$name.out"; fail "$name: the loss logged by every rank"; }
     if [ "$level" = 2 ]; then
         [ $rc = 0 ] || { tail -30 "$TMP/$name.out"; fail "$name: the job failed ($rc)"; }
         echo "$line" | grep -q " 0 wrong, 0 errors" || { cat "$TMP/$name.out"; fail "$name: wrong results or errors"; }
