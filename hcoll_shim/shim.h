@@ -75,6 +75,8 @@ typedef enum shim_why {
     SHIM_WHY_LAZY,          /* the group comes after SHARP_COLL_NUM_COLL_GROUP_..._THRESHOLD calls */
     SHIM_WHY_LEVEL,         /* barrier offload needs HCOLL_ENABLE_SHARP=4 */
     SHIM_WHY_LEADERS,       /* through node leaders: only blocking allreduce, bcast, barrier */
+    SHIM_WHY_SAT_FLOWS,     /* SAT wanted, the communicator has none: a switch of its tree
+                               served an_sat_flows SAT groups already: went to the LLT */
     SHIM_WHY__COUNT
 } shim_why_t;
 

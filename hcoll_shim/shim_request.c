@@ -107,9 +107,10 @@ static int shim_ireq_cancel(void *extra, int complete)
 /* Why a call went to the LLT where SAT was wanted, as AGG_STATS counts it. */
 static shim_why_t shim_why_llt(const agg_request_info_t *info)
 {
-    return info->why_llt == AGG_ERR_SAT_LOCK_BUSY     ? SHIM_WHY_LOCK
-           : info->why_llt == AGG_ERR_SAT_UNAVAILABLE ? SHIM_WHY_NO_SAT
-                                                      : SHIM_WHY_NONE;
+    return info->why_llt == AGG_OK                    ? SHIM_WHY_NONE
+           : info->why_llt == AGG_ERR_SAT_LOCK_BUSY   ? SHIM_WHY_LOCK
+           : info->why_llt == AGG_ERR_NO_RESOURCE     ? SHIM_WHY_SAT_FLOWS
+                                                      : SHIM_WHY_NO_SAT;
 }
 
 agg_status_t shim_net_wait(shim_fn_t fn, agg_request_t *req)

@@ -9,8 +9,10 @@
  * function's name without MPI_; failed: forced into the network, which could
  * not have it: an MPI error). The paths add up to calls; the reasons
  * count the calls that were not offloaded (and those SAT would have taken
- * that went to the LLT: lock, the SAT lock busy; no_sat, the communicator
- * has no SAT group). These are rank 0's counts: every member of a communicator
+ * that went to the LLT: lock, the SAT lock busy; sat_flows, the communicator
+ * has no SAT group because a switch of its tree served an_sat_flows SAT
+ * groups already; no_sat, it has none for another reason, e.g. its job has
+ * no SAT tree). These are rank 0's counts: every member of a communicator
  * takes the same path.
  */
 #include <stdio.h>
@@ -65,6 +67,7 @@ static const char *const shim_why_names[SHIM_WHY__COUNT] = {
     [SHIM_WHY_LAZY] = "lazy",
     [SHIM_WHY_LEVEL] = "level",
     [SHIM_WHY_LEADERS] = "leaders",
+    [SHIM_WHY_SAT_FLOWS] = "sat_flows",
 };
 
 void shim_stats_print(void)

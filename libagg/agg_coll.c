@@ -290,7 +290,7 @@ AGG__COLL_ENTRIES(allgather, AGG_COLL_ALLGATHER, agg_data_spec_t, agg__coll_data
 
 /*
  * The group a call goes to, and why not SAT where it would have gone there
- * (the communicator has no SAT group: AGG_ERR_SAT_UNAVAILABLE).
+ * (the communicator has no SAT group: why it has none, comm->sat_why).
  */
 static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp, agg_status_t *why)
 {
@@ -313,7 +313,8 @@ static agg_status_t agg__choose(agg_request_t *req, agg__group_t **grp, agg_stat
     default:
         want = ctx->alike.enable_sat && bytes >= ctx->alike.sat_threshold;
         *grp = sat && want ? &comm->sat : &comm->llt;
-        *why = want && !sat ? AGG_ERR_SAT_UNAVAILABLE : AGG_OK;
+        *why = want && !sat ? (comm->sat_why != AGG_OK ? comm->sat_why :
+                                                       AGG_ERR_SAT_UNAVAILABLE) : AGG_OK;
         return AGG_OK;
     }
 }

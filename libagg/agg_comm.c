@@ -353,6 +353,8 @@ agg_status_t agg_comm_init(agg_context_t *ctx, const agg_comm_spec_t *spec,
     if (st != AGG_OK) {
         agg__group_fini(&comm->sat);
     }
+    comm->sat_why   = comm->sat.tl != NULL ? AGG_OK :
+                      trees[1].status != AGG_OK ? trees[1].status : AGG_ERR_GROUP_JOIN;
     comm->leaf_guid = trees[0].leaf_guid;
     agg__group_log(comm, &trees[0], 0);
     if (comm->sat.tl != NULL) {

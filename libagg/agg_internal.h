@@ -204,6 +204,8 @@ struct agg_comm {
     uint64_t        leaf_guid;  /* the aggregation node this rank sends to */
     agg__group_t    llt;
     agg__group_t    sat;        /* sat.tl == NULL: no SAT group */
+    agg_status_t    sat_why;    /* why not, as aggmgr (or the join) said: AGG_ERR_NO_RESOURCE
+                                   (a switch's SAT flows taken), AGG_ERR_SAT_UNAVAILABLE... */
     agg_request_t  *head;       /* requests in the order they were posted */
     agg_request_t  *tail;
     agg_request_t  *free_reqs;  /* a few kept for reuse */

@@ -53,9 +53,10 @@ for np in "${NPS[@]}"; do
     # at most two SAT groups per switch (an_sat_flows): the others say so
     [ "$(grep -c 'has no SAT group' "$TMP/keep_$np.out")" -ge 1 ] ||
         fail "no communicator reported the SAT-flow limit"
-    # and its large calls, which went to the LLT, say so in AGG_STATS
-    grep -Eq "^agg_stats: i?allreduce .* why: (.* )?no_sat=[1-9]" "$TMP/keep_$np.out" ||
-        { grep '^agg_stats' "$TMP/keep_$np.out"; fail "calls of a communicator without SAT not counted no_sat"; }
+    # and its large calls, which went to the LLT, say so in AGG_STATS, with
+    # the reason aggmgr gave (sat_flows: a switch's SAT flows were taken)
+    grep -Eq "^agg_stats: i?allreduce .* why: (.* )?sat_flows=[1-9]" "$TMP/keep_$np.out" ||
+        { grep '^agg_stats' "$TMP/keep_$np.out"; fail "calls of a communicator without SAT not counted sat_flows"; }
 done
 [ "$(stat sat_groups "$TMP/keep_2.stats")" -eq 0 ] # none left at the end
 check_clean "$TMP"/*

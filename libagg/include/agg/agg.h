@@ -174,8 +174,10 @@ typedef struct agg_request_info {
     agg_coll_type_t coll;
     agg_aggr_mode_t tree;    /* AGG_AGGR_LLT or AGG_AGGR_SAT: the tree that carried it */
     agg_status_t    why_llt; /* a call that would have gone to SAT but went to the LLT: why
-                                (AGG_ERR_SAT_LOCK_BUSY, AGG_ERR_SAT_UNAVAILABLE: the
-                                communicator has no SAT group); else AGG_OK */
+                                (AGG_ERR_SAT_LOCK_BUSY; the communicator has no SAT group:
+                                AGG_ERR_NO_RESOURCE when a switch's SAT flows were all
+                                taken, AGG_ERR_SAT_UNAVAILABLE or another reason
+                                otherwise); else AGG_OK */
     size_t          fragments;
     size_t          written; /* an in-place allreduce on host memory, failed or not: the
                                 elements at rbuf's start that hold the result; the rest
