@@ -66,14 +66,16 @@ static agg_status_t switchsim__report_parts(switchsim_t *sim, int timeout_ms)
     msg->num_parts = n;
     agg_wire_swap(msg, AGG_FMT_SIM_PARTS, 1);
     agg_wire_swap(ref, AGG_FMT_GROUP_REF, n);
-    st = agg_msg_call_status(sim->am_fd, AGG_MSG_SIM_PARTS, msg, sizeof(*msg) + n * sizeof(*ref),
-                             AGG_MSG_SIM_PARTS_REPLY, timeout_ms);
+    /* not waited for here: the manager may ask things (STATS, GROUP_CONFIG) before
+       it answers, and the control loop reads them in turn, the answer with them */
+    st = agg_msg_send(sim->am_fd, AGG_MSG_SIM_PARTS, 0, msg, sizeof(*msg) + n * sizeof(*ref),
+                      timeout_ms);
     free(msg);
     if (st == AGG_OK && n > 0) {
         agg_info("registered with aggmgr again as switchsim %u, serving %u groups' parts; it "
                  "tears down those it no longer holds", sim->sim_id, n);
     } else if (st != AGG_OK) {
-        agg_error("aggmgr did not take the groups this switchsim serves: %s",
+        agg_error("could not tell aggmgr which groups this switchsim serves: %s",
                   agg_status_string(st));
     }
     return st;
@@ -283,6 +285,19 @@ agg_status_t switchsim_ctl_handle(switchsim_t *sim)
                                                                (uint8_t)ref->tree, ref->part));
     case AGG_MSG_STATS:
         return switchsim__on_stats(sim, hdr.txid);
+    case AGG_MSG_SIM_PARTS_REPLY: {
+        agg_msg_status_t rep = {.status = AGG_ERR_PROTOCOL};
+
+        if (hdr.length == sizeof(rep)) {
+            memcpy(&rep, body, sizeof(rep));
+            agg_wire_swap(&rep, AGG_FMT_STATUS, 1);
+        }
+        if (rep.status != AGG_OK) {
+            agg_error("aggmgr did not take the groups this switchsim serves: %s",
+                      agg_status_string(rep.status));
+        }
+        return AGG_OK;
+    }
     default:
         agg_error("unexpected %s from aggmgr", agg_msg_type_name(hdr.type));
         return switchsim__reply_status(sim, AGG_MSG_ERROR_REPLY, hdr.txid,
