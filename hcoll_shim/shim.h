@@ -108,6 +108,10 @@ typedef struct shim_comm {
     size_t           *blocks; /* size: a call's blocks as libagg takes them (shim_blocks) */
     /* node leaders (shim_hier.c): `agg` is the leaders' group, on leaders only */
     unsigned long     nb_seq;    /* non-blocking calls put in the network here */
+    int               nb_host;   /* a non-blocking call found the group gone: the later
+                                    ones go to the host at once (blocking ones still take
+                                    the network's word, so that every member leaves the
+                                    tree at the same call); until the group is made again */
     int               hier;      /* collectives go through one leader per host */
     int               leader;    /* this rank is its host's leader */
     MPI_Comm          node;      /* the members on this host */

@@ -121,7 +121,13 @@ static void shim_route_comm(shim_call_t *c, shim_route_t not_net)
     } else if (sc == NULL || sc->inter) {
         c->why = sc != NULL ? SHIM_WHY_INTERCOMM : SHIM_WHY_LAZY;
     } else {
-        c->why   = shim_comm_why(sc, c->coll);
+        c->why = shim_comm_why(sc, c->coll);
+        if (c->why == SHIM_WHY_NONE && c->request != NULL &&
+            __atomic_load_n(&sc->nb_host, __ATOMIC_RELAXED)) {
+            /* the group is gone: a member that has not seen it yet fails the call
+               in the network and redoes it on the host, in the same order */
+            c->why = SHIM_WHY_NETWORK_ERROR;
+        }
         c->route = c->why == SHIM_WHY_NONE ? SHIM_ROUTE_NET : not_net;
         if (sc->state == SHIM_COMM_FAILED && shim_forced(c->coll)) {
             c->route = SHIM_ROUTE_FAIL;

@@ -86,6 +86,9 @@ static int shim_net_failed(shim_call_t *c)
         c->fail != AGG_ERR_NOT_SUPPORTED) {
         return shim_call_fail(c);
     }
+    if (c->request != NULL && c->fail == AGG_ERR_SHUTDOWN) {
+        __atomic_store_n(&c->sc->nb_host, 1, __ATOMIC_RELAXED); /* the group is gone */
+    }
     shim_requests_drain(c->sc); /* the communicator's earlier calls reach the host first */
     return SHIM_CALL_NEXT;
 }

@@ -59,6 +59,7 @@ static void shim_comm_group_made(shim_comm_t *sc, agg_status_t st)
         sc->state   = SHIM_COMM_READY;
         sc->why     = SHIM_WHY_NONE;
         sc->regroup = 0;
+        __atomic_store_n(&sc->nb_host, 0, __ATOMIC_RELAXED);
         return;
     }
     if (sc->regroup) {

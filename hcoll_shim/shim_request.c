@@ -277,6 +277,9 @@ static void shim_ireq_to_host(shim_req_t *sr, agg_status_t st)
     /* counted on the host now, for the network's failure */
     __atomic_fetch_sub(&shim.calls[sr->fn][sr->path], 1, __ATOMIC_RELAXED);
     shim_count(sr->fn, SHIM_PATH_MPI, SHIM_WHY_NETWORK_ERROR);
+    if (st == AGG_ERR_SHUTDOWN) {
+        __atomic_store_n(&sc->nb_host, 1, __ATOMIC_RELAXED); /* the group is gone for good */
+    }
     if (__atomic_fetch_add(&sc->net_failures, 1, __ATOMIC_RELAXED) == 0 && sc->rank == 0) {
         agg_warn("%s failed in the network (%s): redone on the host (the next failures on "
                  "this communicator of %d ranks are counted in AGG_STATS, network_error, "
