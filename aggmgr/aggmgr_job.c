@@ -87,6 +87,24 @@ static void aggmgr__job_free(aggmgr_job_t *job)
     free(job);
 }
 
+/* A job of `world_size` ranks, its per-rank arrays allocated; NULL without memory. */
+static aggmgr_job_t *aggmgr__job_new(uint32_t world_size)
+{
+    aggmgr_job_t *job = calloc(1, sizeof(*job));
+
+    if (job == NULL) {
+        return NULL;
+    }
+    job->world_size = world_size;
+    job->cas        = malloc(world_size * sizeof(*job->cas));
+    job->rank_host  = malloc(world_size * sizeof(*job->rank_host));
+    if (job->cas == NULL || job->rank_host == NULL) {
+        aggmgr__job_free(job);
+        return NULL;
+    }
+    return job;
+}
+
 /* The adapters a job holds, each once (ranks of a host may share one). */
 static agg_status_t aggmgr__job_hold(aggmgr_t *am, aggmgr_job_t *job)
 {
@@ -159,16 +177,9 @@ agg_status_t aggmgr_job_create(aggmgr_t *am, int owner_fd,
              aggmgr__share((uint32_t)agg_conf_int(&am->conf, AGG_CONF_AN_MAX_GROUPS),
                            percent);
 
-    job = calloc(1, sizeof(*job));
+    job = aggmgr__job_new(req->world_size);
     if (job == NULL) {
         return AGG_ERR_NO_MEMORY;
-    }
-    job->world_size = req->world_size;
-    job->cas        = malloc(req->world_size * sizeof(*job->cas));
-    job->rank_host  = malloc(req->world_size * sizeof(*job->rank_host));
-    if (job->cas == NULL || job->rank_host == NULL) {
-        st = AGG_ERR_NO_MEMORY;
-        goto err_free;
     }
     for (uint32_t r = 0; r < req->world_size; ++r) {
         memcpy(job->rank_host[r], hosts + (size_t)host_of[r] * AGG_WIRE_NAME_LEN,
@@ -501,15 +512,9 @@ agg_status_t aggmgr_job_restore(aggmgr_t *am, const aggmgr_job_rec_t *rec, char 
             return AGG_ERR_PROTOCOL;
         }
     }
-    job = calloc(1, sizeof(*job));
+    job = aggmgr__job_new(rec->world_size);
     if (job == NULL) {
         return AGG_ERR_NO_MEMORY;
-    }
-    job->world_size = rec->world_size;
-    job->cas        = malloc(rec->world_size * sizeof(*job->cas));
-    job->rank_host  = malloc(rec->world_size * sizeof(*job->rank_host));
-    if (job->cas == NULL || job->rank_host == NULL) {
-        goto err_free;
     }
     for (r = 0; r < rec->world_size; ++r) {
         job->cas[r] = rec->cas[r];

@@ -183,6 +183,8 @@ typedef struct shim_state {
     agg_context_t *ctx;
     shim_comm_t   *comms;
     shim_req_t    *active;      /* non-blocking requests still in the network */
+    int            redoing;     /* of them, redone on the host (REDO, HOSTED): the wait and
+                                   test calls look for those only when there are some */
     int          (*opal_progress)(void);                  /* Open MPI's, when it has one */
     int          (*opal_unregister)(int (*cb)(void));
     int            registered;  /* shim_progress is one of Open MPI's progress callbacks */

@@ -285,6 +285,7 @@ static void shim_ireq_to_host(shim_req_t *sr, agg_status_t st)
                  "this communicator of %d ranks are counted in AGG_STATS, network_error, "
                  "not logged)", shim_fn_name(sr->fn), agg_strerror(st), sc->size);
     }
+    __atomic_fetch_add(&shim.redoing, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&sr->state, SHIM_REQ_REDO, __ATOMIC_RELEASE);
 }
 
@@ -372,6 +373,7 @@ static void shim_ireq_hosted_done(shim_req_t *sr, int rc)
 {
     MPI_Request greq = sr->greq;
 
+    __atomic_fetch_sub(&shim.redoing, 1, __ATOMIC_RELAXED);
     shim_ipack_finish(&sr->pack, AGG_ERR_IO); /* frees, unpacks nothing: the host wrote it */
     if (rc != MPI_SUCCESS) {
         agg_error("%s, redone on the host, failed there (MPI error %d)", shim_fn_name(sr->fn),
@@ -400,8 +402,8 @@ int shim_requests_redo(void)
     int moved = 0, taken, flag, rc, again = 1;
     MPI_Status status;
 
-    if (shim_req_owner || __atomic_load_n(&shim.active, __ATOMIC_ACQUIRE) == NULL) {
-        return 0;
+    if (shim_req_owner || __atomic_load_n(&shim.redoing, __ATOMIC_ACQUIRE) == 0) {
+        return 0; /* nothing of the host's: the common case, a load and no lock */
     }
     taken = shim_req_take(0);
     if (taken < 0) {
