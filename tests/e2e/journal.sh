@@ -35,7 +35,9 @@ start_mgr() {
     for _ in $(seq 250); do grep -q : "$TMP/$1.ready" && break; sleep 0.02; done
     grep -q : "$TMP/$1.ready" || { cat "$TMP/$1.log"; fail "aggmgr did not start"; }
 }
-held() { "$BIN/agg_info" -S | grep -E '^(manager:|job |  group |switch )'; }
+# what the manager holds (agg_info exits 1 when no switchsim answers the
+# counters request, as while switchsim registers again: the state is the same)
+held() { { "$BIN/agg_info" -S || true; } | grep -E '^(manager:|job |  group |switch )'; }
 start_mgr mgrA
 "$BIN/switchsim" --ready-fd 3 3>"$TMP/sim.ready" >"$TMP/sim.log" 2>&1 &
 sim=$!
@@ -53,9 +55,11 @@ wait $mgr 2>/dev/null || true
 sleep 1
 t0=$(date +%s%N)
 start_mgr mgrB
-for _ in $(seq 200); do grep -q "rank 0 is back" "$TMP/mgrB.log" && break; sleep 0.02; done
+for _ in $(seq 1000); do grep -q "rank 0 is back" "$TMP/mgrB.log" && break; sleep 0.02; done
 t1=$(date +%s%N)
-grep -q "rank 0 is back" "$TMP/mgrB.log" || { cat "$TMP/mgrB.log" "$TMP/job.out"; fail "rank 0 did not come back to the new manager"; }
+grep -q "rank 0 is back" "$TMP/mgrB.log" || { cat "$TMP/mgrB.log" "$TMP/job.out"; fail "rank 0 did not come back to the new manager in 20 s"; }
+for _ in $(seq 1000); do grep -q "back with aggmgr" "$TMP/sim.log" && break; sleep 0.02; done
+grep -q "back with aggmgr" "$TMP/sim.log" || { tail "$TMP/sim.log"; fail "switchsim did not register again in 20 s"; }
 held >"$TMP/after"
 cat "$TMP/after"
 diff "$TMP/before" "$TMP/after" || fail "the manager does not hold what it held before kill -9"
@@ -64,7 +68,7 @@ wait $job || rc=$?
 line=$(grep '^fault_loop: [0-9]* calls' "$TMP/job.out") || { cat "$TMP/job.out"; fail "fault_loop said nothing"; }
 echo "across the restart: $line"
 echo "rank 0 claimed its job again $(( (t1 - t0) / 1000000 )) ms after aggmgr was started again"
-grep "back with aggmgr" "$TMP/sim.log" || fail "switchsim did not register again"
+grep "back with aggmgr" "$TMP/sim.log"
 [ $rc = 0 ] && echo "$line" | grep -q " 0 wrong, 0 errors" || { cat "$TMP/job.out"; fail "the job across the restart failed ($rc)"; }
 grep -Eq "^agg_stats: allreduce calls=[0-9]+ llt=[1-9]" "$TMP/job.out" || { grep agg_stats "$TMP/job.out"; fail "no call on the network"; }
 grep -q "groups' parts; 0 of them the manager does not hold" "$TMP/mgrB.log" ||

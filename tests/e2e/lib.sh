@@ -16,6 +16,11 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+# set -e ends a script at a failed command without a word: say which one
+on_err() { # on_err STATUS LINE COMMAND
+    [[ $- != *e* ]] || echo "FAIL: $(basename "$0") line $2: \"$3\" exited $1" >&2
+}
+trap 'on_err $? $LINENO "$BASH_COMMAND"' ERR
 
 # mpirun.sh's session directories: hidden, so "$TMP"/* names only test files
 export E2E_MPIRUN_TMP=$TMP/.ompi
