@@ -20,6 +20,7 @@
 
 #include "agg/log.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 
 extern char **environ;
 
@@ -46,22 +47,22 @@ agg_status_t aggmgr_server_listen(aggmgr_t *am, int *bound_port)
         socklen_t sl = sizeof(ss);
         char why[256];
 
+        /* with a secret every peer speaks TLS keyed by it, local ones too; without
+           one only loopback is served, in plain */
         am->off_loopback = getsockname(am->listen_fd, (struct sockaddr *)&ss, &sl) != 0 ||
                            !agg_auth_addr_is_loopback((struct sockaddr *)&ss);
-        if (am->off_loopback) {
-            st = agg_auth_load(&am->auth, agg_conf_str(&am->conf, AGG_CONF_AM_KEY_FILE), why,
-                               sizeof(why));
-            if (st == AGG_OK && !am->auth.set) {
-                snprintf(why, sizeof(why), "aggmgr listens on %s, not loopback: set "
-                         "AGG_AM_SECRET or am_key_file (every peer must prove it)", addr);
-                st = AGG_ERR_CONFIG;
-            }
-            if (st != AGG_OK) {
-                agg_error("%s", why);
-                close(am->listen_fd);
-                am->listen_fd = -1;
-                return st;
-            }
+        st = agg_auth_load(&am->auth, agg_conf_str(&am->conf, AGG_CONF_AM_KEY_FILE), why,
+                           sizeof(why));
+        if (st == AGG_OK && !am->auth.set && am->off_loopback) {
+            snprintf(why, sizeof(why), "aggmgr listens on %s, not loopback: set "
+                     "AGG_AM_SECRET or am_key_file (every peer must prove it)", addr);
+            st = AGG_ERR_CONFIG;
+        }
+        if (st != AGG_OK) {
+            agg_error("%s", why);
+            close(am->listen_fd);
+            am->listen_fd = -1;
+            return st;
         }
     }
     snprintf(am->listen_addr, sizeof(am->listen_addr), "%s:%d", host, *bound_port);
@@ -768,11 +769,15 @@ static agg_status_t aggmgr__conn_read(aggmgr_t *am, aggmgr_conn_t *c)
         c->rx     = p;
         c->rx_cap = want;
     }
-    n = recv(c->fd, c->rx + c->rx_len, want - c->rx_len, MSG_DONTWAIT);
+    n = agg_sock_recv_some(c->fd, c->rx + c->rx_len, want - c->rx_len);
     if (n == 0) {
         return AGG_ERR_IO; /* hung up */
     }
     if (n < 0) {
+        if (errno == EPROTO) {
+            agg_warn("dropping peer fd %d (pid %u) from %s: a TLS record did not verify "
+                     "(altered or forged on the way)", c->fd, c->pid, c->peer);
+        }
         return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? AGG_OK :
                                                                              AGG_ERR_IO;
     }
@@ -818,7 +823,7 @@ static void aggmgr__conn_close(aggmgr_t *am, aggmgr_conn_t *c)
     }
     agg_txq_flush(&c->txq, fd); /* a last answer (a refusal, say) goes if it can */
     agg_loop_del(am->loop, fd, am);
-    close(fd);
+    agg_tls_close(fd);
     am->rx_bytes -= c->rx_cap;
     free(c->rx);
     agg_txq_free(&c->txq); /* the loop's want_out points here: the slot stays put */
@@ -976,7 +981,7 @@ static void aggmgr__add_conn(aggmgr_t *am, int fd)
         aggmgr__dropped(am, &tmp, AGGMGR_DROP_PER_ADDR,
                         "its address has am_client_max_conns connections, every one holding "
                         "a job, group or switchsim: refused");
-        close(fd);
+        agg_tls_close(fd);
         return;
     }
 
@@ -997,7 +1002,7 @@ static void aggmgr__add_conn(aggmgr_t *am, int fd)
     if (c == NULL) {
         agg_warn("too many connections (%d), every one holding a job, group or switchsim; "
                  "refusing one", am->num_conns);
-        close(fd);
+        agg_tls_close(fd);
         return;
     }
     memset(c, 0, sizeof(*c));
@@ -1010,7 +1015,7 @@ static void aggmgr__add_conn(aggmgr_t *am, int fd)
         agg_warn("no room for another connection; refusing one");
         agg_txq_free(&c->txq);
         c->fd = -1;
-        close(fd);
+        agg_tls_close(fd);
         return;
     }
     agg_sock_nodelay(fd);
@@ -1039,8 +1044,23 @@ static void aggmgr__auth_work(agg_loop_t *loop, void *arg)
     aggmgr__auth_job_t *job = arg;
 
     (void)loop;
-    job->st = agg_auth_server(job->fd, &job->am->auth, AGGMGR_IO_TIMEOUT_MS, job->why,
-                              sizeof(job->why));
+    switch (agg_tls_peek_hello(job->fd, AGGMGR_IO_TIMEOUT_MS)) {
+    case 1:
+        job->st = agg_tls_server(job->fd, &job->am->auth, AGGMGR_IO_TIMEOUT_MS, job->why,
+                                 sizeof(job->why));
+        break;
+    case 0:
+        job->st = AGG_ERR_AUTH;
+        snprintf(job->why, sizeof(job->why), "it speaks plain, and this manager holds a "
+                 "shared secret: only TLS keyed by it is served (set AGG_AM_SECRET or "
+                 "am_key_file on the client)");
+        break;
+    default:
+        job->st = AGG_ERR_TIMEOUT;
+        snprintf(job->why, sizeof(job->why), "it said nothing in %d ms, or closed",
+                 AGGMGR_IO_TIMEOUT_MS);
+        break;
+    }
 }
 
 static void aggmgr__auth_done(agg_loop_t *loop, void *arg)
@@ -1078,9 +1098,9 @@ static void aggmgr__on_listen(agg_loop_t *loop, int lfd, short revents, void *ar
         }
         return;
     }
-    /* off loopback a peer proves the secret first (a local one never does: both
-       ends decide from the other's address) */
-    if (!am->off_loopback || agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
+    agg_tls_forget(fd); /* a closed TLS socket's session left under this number */
+    /* with a secret every peer opens TLS keyed by it, in a worker's time */
+    if (!am->auth.set) {
         aggmgr__add_conn(am, fd);
         return;
     }
@@ -1193,7 +1213,7 @@ void aggmgr_server_close(aggmgr_t *am)
         aggmgr_conn_t *c = &am->conns[--am->num_conns];
 
         if (c->fd >= 0) {
-            close(c->fd);
+            agg_tls_close(c->fd);
             free(c->rx);
             agg_txq_free(&c->txq);
         }

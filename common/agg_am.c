@@ -1,7 +1,7 @@
 /*
  * The one way every program reaches the aggregation manager: its address, a
- * bounded wait, the shared secret off loopback, and a message that says what
- * to check.
+ * bounded wait, TLS 1.3 keyed by the shared secret (off loopback always, on
+ * loopback when a secret is set), and a message that says what to check.
  */
 #include "agg/am.h"
 
@@ -11,8 +11,13 @@
 
 #include "agg/auth.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 
-/* Off loopback aggmgr asks for the shared secret before anything else. */
+/*
+ * Off loopback aggmgr speaks only TLS keyed by the shared secret; on
+ * loopback too when it holds one, so a client that holds one speaks TLS
+ * everywhere, and one without speaks plain to a local manager only.
+ */
 static agg_status_t agg__am_prove(const agg_am_target_t *t, int sock, int *fd, char *err,
                                   size_t errlen)
 {
@@ -21,14 +26,15 @@ static agg_status_t agg__am_prove(const agg_am_target_t *t, int sock, int *fd, c
     agg_auth_t auth;
     char why[256];
     agg_status_t st;
+    int local = getpeername(sock, (struct sockaddr *)&ss, &len) == 0 &&
+                agg_auth_addr_is_loopback((struct sockaddr *)&ss);
 
-    if (getpeername(sock, (struct sockaddr *)&ss, &len) == 0 &&
-        agg_auth_addr_is_loopback((struct sockaddr *)&ss)) {
+    st = agg_auth_load(&auth, t->key_file, why, sizeof(why));
+    if (st == AGG_OK && !auth.set && local) {
         return AGG_OK;
     }
-    st = agg_auth_load(&auth, t->key_file, why, sizeof(why));
     if (st == AGG_OK) {
-        st = agg_auth_client(sock, &auth, t->timeout_ms, why, sizeof(why));
+        st = agg_tls_client(sock, &auth, t->timeout_ms, why, sizeof(why));
     }
     memset(&auth, 0, sizeof(auth));
     if (st != AGG_OK) {

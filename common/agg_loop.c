@@ -10,6 +10,7 @@
 
 #include "agg/log.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 
 typedef struct agg__watch {
     int            fd;       /* -1: removed in this round, compacted after it */
@@ -324,7 +325,7 @@ static void agg__loop_compact(agg_loop_t *l)
 agg_status_t agg_loop_once(agg_loop_t *l, int max_wait_ms)
 {
     unsigned i, n = 1, polled;
-    int wait, rc;
+    int wait, rc, tls_ready = 0;
 
     if (!agg_loop_is_mine(l)) {
         __atomic_store_n(&l->owner, pthread_self(), __ATOMIC_RELAXED);
@@ -339,15 +340,23 @@ agg_status_t agg_loop_once(agg_loop_t *l, int max_wait_ms)
         }
         l->pfds[n]   = (struct pollfd){.fd = l->w[i].fd, .events = ev};
         l->widx[n++] = i;
+        /* bytes a TLS session decrypted already are readable, unseen by poll */
+        tls_ready |= (ev & POLLIN) && agg_tls_pending(l->w[i].fd) > 0;
     }
     polled = n;
     pthread_mutex_lock(&l->lock);
-    wait = l->head != NULL ? 0 : agg__loop_wait(l, max_wait_ms, agg_time_ms());
+    wait = l->head != NULL || tls_ready ? 0 : agg__loop_wait(l, max_wait_ms, agg_time_ms());
     pthread_mutex_unlock(&l->lock);
     rc = poll(l->pfds, polled, wait);
     if (rc < 0 && errno != EINTR) {
         agg_error("event loop: poll failed: %s", strerror(errno));
         return AGG_ERR_IO;
+    }
+    for (i = 1; tls_ready && rc >= 0 && i < polled; ++i) {
+        if ((l->pfds[i].events & POLLIN) && agg_tls_pending(l->pfds[i].fd) > 0) {
+            l->pfds[i].revents |= POLLIN;
+            rc = rc > 0 ? rc : 1;
+        }
     }
     if (rc > 0 && (l->pfds[0].revents & POLLIN)) {
         uint64_t v;

@@ -1,5 +1,6 @@
 #include "agg/sock.h"
 #include "agg/log.h"
+#include "agg/tls.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -109,6 +110,7 @@ agg_status_t agg_sock_connect(const char *host, int port, int timeout_ms, int *f
         return AGG_ERR_INVALID_PARAM;
     }
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    agg_tls_forget(fd); /* a closed TLS socket's session left under this number */
     if (fd < 0) {
         return AGG_ERR_IO;
     }
@@ -171,7 +173,13 @@ static agg_status_t agg__sock_send(int fd, const void *buf, size_t len, int time
     ssize_t n;
 
     while (len > 0) {
-        n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+        if (agg_tls_on(fd)) {
+            struct iovec v = {(void *)p, len};
+
+            n = agg_tls_sendv(fd, &v, 1);
+        } else {
+            n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
+        }
         if (n > 0) {
             p += n;
             len -= (size_t)n;
@@ -192,9 +200,48 @@ static agg_status_t agg__sock_send(int fd, const void *buf, size_t len, int time
     return AGG_OK;
 }
 
+/* A header and its body through fd's TLS session, sharing records. */
+static agg_status_t agg__sock_sendv_tls(int fd, const void *hdr, size_t hdr_len,
+                                        const void *body, size_t len, int timeout_ms)
+{
+    struct iovec v[2] = {{(void *)hdr, hdr_len}, {(void *)body, len}};
+    int64_t deadline = agg_time_ms() + timeout_ms;
+    int first = 0;
+    agg_status_t st;
+    ssize_t n;
+
+    while (first < 2) {
+        n = agg_tls_sendv(fd, v + first, 2 - first);
+        if (n < 0 && errno == EAGAIN) {
+            st = agg__sock_wait(fd, POLLOUT, deadline);
+            if (st != AGG_OK) {
+                return st;
+            }
+            continue;
+        }
+        if (n <= 0) {
+            return AGG_ERR_IO;
+        }
+        while (first < 2 && (size_t)n >= v[first].iov_len) {
+            n -= (ssize_t)v[first].iov_len;
+            first++;
+        }
+        if (first < 2) {
+            v[first].iov_base = (uint8_t *)v[first].iov_base + n;
+            v[first].iov_len -= (size_t)n;
+        }
+    }
+    return AGG_OK;
+}
+
 agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms)
 {
     return agg__sock_send(fd, buf, len, timeout_ms, 0);
+}
+
+ssize_t agg_sock_recv_some(int fd, void *buf, size_t len)
+{
+    return agg_tls_on(fd) ? agg_tls_recv(fd, buf, len) : recv(fd, buf, len, MSG_DONTWAIT);
 }
 
 agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms)
@@ -205,7 +252,7 @@ agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms)
     ssize_t n;
 
     while (len > 0) {
-        n = recv(fd, p, len, MSG_DONTWAIT);
+        n = agg_sock_recv_some(fd, p, len);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
@@ -239,6 +286,10 @@ agg_status_t agg_msg_send(int fd, uint16_t type, uint32_t txid, const void *body
         return AGG_ERR_INVALID_PARAM;
     }
     agg_wire_hdr_encode(&hdr, type, (uint32_t)len, txid);
+    if (agg_tls_on(fd) && len > 0) {
+        /* header and body in one record (two would wait on each other's ACK) */
+        return agg__sock_sendv_tls(fd, &hdr, sizeof(hdr), body, len, timeout_ms);
+    }
     /* MSG_MORE keeps header and body in one segment: a lone header would
      * otherwise wait for the peer's delayed ACK (40 ms) under Nagle. */
     st = agg__sock_send(fd, &hdr, sizeof(hdr), timeout_ms, len > 0);

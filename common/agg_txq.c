@@ -11,6 +11,7 @@
 
 #include "agg/loop.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 
 #define AGG_TXQ_IOV 16 /* entries written by one sendmsg */
 
@@ -89,7 +90,8 @@ int agg_txq_flush(agg_txq_t *q, int fd)
             iov[i].iov_len -= take;
             skip -= take;
         }
-        rc = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        rc = agg_tls_on(fd) ? agg_tls_sendv(fd, iov, (int)mh.msg_iovlen) :
+                              sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (rc < 0) {
             if (errno == EINTR) {
                 continue;

@@ -42,11 +42,13 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
         .defval = "",
         .type   = AGG_CONF_T_STRING,
         .scope  = AGG_CONF_SCOPE_ALL,
-        .doc    = "File holding the shared secret (mode 0600) that aggmgr and "
-                  "switchsim ask of every peer when they listen on an address "
-                  "other than loopback; AGG_AM_SECRET, when set, is used instead. "
-                  "The secret never travels: each side proves it knows it "
-                  "(HMAC-SHA256 over random challenges). Loopback needs none.",
+        .doc    = "File holding the shared secret (mode 0600); AGG_AM_SECRET, "
+                  "when set, is used instead. aggmgr holding one speaks only TLS "
+                  "1.3 keyed by it (a pre-shared key), to every peer, local ones "
+                  "too; off loopback it must hold one. switchsim's data port off "
+                  "loopback asks peers to prove it (HMAC-SHA256 over random "
+                  "challenges). The secret never travels. Without one, aggmgr "
+                  "serves loopback only, in plain.",
     },
     [AGG_CONF_CONNECT_TIMEOUT_MS] = {
         .key    = "connect_timeout_ms",

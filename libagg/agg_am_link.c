@@ -22,6 +22,7 @@
 
 #include "agg/log.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 
 #define AGG__AM_WATCH_MS 500
 
@@ -42,7 +43,7 @@ static agg_status_t agg__am_reconnect(agg_context_t *ctx)
     agg_status_t st;
 
     if (ctx->am_fd >= 0) {
-        close(ctx->am_fd);
+        agg_tls_close(ctx->am_fd);
         ctx->am_fd = -1;
     }
     st = agg__am_connect(ctx);
@@ -51,7 +52,7 @@ static agg_status_t agg__am_reconnect(agg_context_t *ctx)
     }
     st = agg__am_attach(ctx, ctx->am_fd);
     if (st != AGG_OK) {
-        close(ctx->am_fd);
+        agg_tls_close(ctx->am_fd);
         ctx->am_fd = -1;
     }
     return st;

@@ -16,6 +16,7 @@
 #include "agg/auth.h"
 #include "agg/log.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 
 extern char **environ;
 
@@ -391,7 +392,7 @@ agg_status_t agg_context_init(const agg_context_spec_t *spec, agg_context_t **ct
 
 err_free:
     if (ctx->am_fd >= 0) {
-        close(ctx->am_fd);
+        agg_tls_close(ctx->am_fd);
     }
     agg__rcache_free(ctx);
     pthread_mutex_destroy(&ctx->lock);
@@ -422,7 +423,7 @@ agg_status_t agg_context_finalize(agg_context_t *ctx)
         }
     }
     if (ctx->am_fd >= 0) {
-        close(ctx->am_fd);
+        agg_tls_close(ctx->am_fd);
     }
     agg__rcache_free(ctx);
     pthread_mutex_destroy(&ctx->lock);

@@ -16,6 +16,7 @@
 #include "agg/loop.h"
 #include "agg/shm.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 #include "switchsim.h"
 
 #define SWITCHSIM_REAP_MS 200 /* how often SAT locks of dead holders are looked for */
@@ -82,7 +83,7 @@ static void switchsim_ctl_lost(switchsim_ctl_loop_t *cl, agg_loop_t *loop)
     long long retry = agg_conf_int(&sim->conf, AGG_CONF_SIM_AM_RETRY_MS);
 
     agg_loop_del(loop, sim->am_fd, cl);
-    close(sim->am_fd);
+    agg_tls_close(sim->am_fd);
     sim->am_fd = -1;
     if (retry == 0) {
         agg_error("aggmgr closed the control connection; shutting down (sim_am_retry_ms 0)");
@@ -125,7 +126,7 @@ static void switchsim_ctl_again(switchsim_ctl_loop_t *cl, agg_loop_t *loop)
         st = agg_loop_add(loop, sim->am_fd, POLLIN, NULL, switchsim_on_ctl, cl);
     }
     if (st != AGG_OK) {
-        close(sim->am_fd);
+        agg_tls_close(sim->am_fd);
         sim->am_fd = -1;
         if (st == AGG_ERR_TOPOLOGY || now - cl->lost_ms >= retry) {
             agg_error("registering with aggmgr again failed: %s; shutting down",
@@ -322,7 +323,7 @@ out:
     }
     switchsim_group_destroy_all(&sim);
     if (sim.am_fd >= 0) {
-        close(sim.am_fd);
+        agg_tls_close(sim.am_fd);
     }
     switchsim_an_fini(&sim);
     pthread_rwlock_destroy(&sim.lock);

@@ -14,6 +14,7 @@
 
 #include "agg/gpu.h"
 #include "agg/sock.h"
+#include "agg/tls.h"
 
 #define AGG__INFO_VERSION "agg 0.1"
 
@@ -136,7 +137,7 @@ static int agg__info_stats(const agg_conf_t *conf)
     agg_wire_stats_print(&srep, stdout);
     rc = 0;
 out:
-    close(fd);
+    agg_tls_close(fd);
     return rc;
 }
 

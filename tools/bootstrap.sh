@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
 PACKAGES=(build-essential cmake pkg-config python3 procps valgrind
-          libopenmpi-dev openmpi-bin libconfig-dev libcmocka-dev libisal-dev
+          libopenmpi-dev openmpi-bin libconfig-dev libcmocka-dev libisal-dev libssl-dev
           libibumad-dev libibnetdisc-dev ibsim-utils infiniband-diags
           gfortran python3-mpi4py python3-numpy gnuplot-nox)
 # the plain test build also builds the ROCm backend (the CUDA one where nvcc is installed)

@@ -38,6 +38,8 @@ void agg_sock_addr_string(const struct sockaddr *sa, char *buf, size_t len);
 
 agg_status_t agg_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms);
 agg_status_t agg_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms);
+/* recv(MSG_DONTWAIT) on fd, or on its TLS session (agg/tls.h) where it has one. */
+ssize_t agg_sock_recv_some(int fd, void *buf, size_t len);
 
 /* Sends a header and a body that is already in wire order. */
 agg_status_t agg_msg_send(int fd, uint16_t type, uint32_t txid, const void *body,
