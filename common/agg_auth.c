@@ -11,150 +11,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
 _Static_assert(sizeof(agg_auth_challenge_t) == 40, "agg_auth_challenge_t is wire format");
 _Static_assert(sizeof(agg_auth_response_t) == 72, "agg_auth_response_t is wire format");
 _Static_assert(sizeof(agg_auth_verdict_t) == 40, "agg_auth_verdict_t is wire format");
 
-/* ---- SHA-256 (FIPS 180-4) ------------------------------------------- */
-
-typedef struct agg__sha256 {
-    uint32_t h[8];
-    uint8_t  buf[64];
-    size_t   fill;  /* bytes waiting in buf */
-    uint64_t total; /* bytes hashed so far */
-} agg__sha256_t;
-
-static const uint32_t agg__sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-    0xc67178f2,
-};
-
-#define AGG__ROR(_x, _n) (((_x) >> (_n)) | ((_x) << (32 - (_n))))
-
-static void agg__sha256_block(uint32_t h[8], const uint8_t *p)
-{
-    uint32_t w[64], s[8], t1, t2;
-    int i;
-
-    for (i = 0; i < 16; i++) {
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    }
-    for (; i < 64; i++) {
-        w[i] = w[i - 16] + w[i - 7] +
-               (AGG__ROR(w[i - 15], 7) ^ AGG__ROR(w[i - 15], 18) ^ (w[i - 15] >> 3)) +
-               (AGG__ROR(w[i - 2], 17) ^ AGG__ROR(w[i - 2], 19) ^ (w[i - 2] >> 10));
-    }
-    memcpy(s, h, sizeof(s));
-    for (i = 0; i < 64; i++) {
-        t1 = s[7] + (AGG__ROR(s[4], 6) ^ AGG__ROR(s[4], 11) ^ AGG__ROR(s[4], 25)) +
-             ((s[4] & s[5]) ^ (~s[4] & s[6])) + agg__sha256_k[i] + w[i];
-        t2 = (AGG__ROR(s[0], 2) ^ AGG__ROR(s[0], 13) ^ AGG__ROR(s[0], 22)) +
-             ((s[0] & s[1]) ^ (s[0] & s[2]) ^ (s[1] & s[2]));
-        /* a..h shift down one place; then e = d + t1 and a = t1 + t2 */
-        memmove(&s[1], &s[0], 7 * sizeof(s[0]));
-        s[4] += t1;
-        s[0]  = t1 + t2;
-    }
-    for (i = 0; i < 8; i++) {
-        h[i] += s[i];
-    }
-}
-
-static void agg__sha256_init(agg__sha256_t *c)
-{
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-
-    memcpy(c->h, h0, sizeof(h0));
-    c->fill  = 0;
-    c->total = 0;
-}
-
-static void agg__sha256_update(agg__sha256_t *c, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    size_t n;
-
-    c->total += len;
-    while (len > 0) {
-        n = 64 - c->fill < len ? 64 - c->fill : len;
-        memcpy(c->buf + c->fill, p, n);
-        c->fill += n;
-        p += n;
-        len -= n;
-        if (c->fill == 64) {
-            agg__sha256_block(c->h, c->buf);
-            c->fill = 0;
-        }
-    }
-}
-
-static void agg__sha256_final(agg__sha256_t *c, uint8_t out[32])
-{
-    static const uint8_t pad[64] = {0x80};
-    uint64_t bits = c->total * 8;
-    uint8_t lenbe[8];
-    int i;
-
-    /* 0x80, zeros up to 56 mod 64, then the bit length big-endian */
-    agg__sha256_update(c, pad, (c->fill < 56 ? 56 : 120) - c->fill);
-    for (i = 0; i < 8; i++) {
-        lenbe[i] = (uint8_t)(bits >> (56 - 8 * i));
-    }
-    agg__sha256_update(c, lenbe, sizeof(lenbe));
-    for (i = 0; i < 32; i++) {
-        out[i] = (uint8_t)(c->h[i / 4] >> (24 - 8 * (i % 4)));
-    }
-}
+/* ---- SHA-256 and HMAC: OpenSSL's libcrypto --------------------------- */
 
 void agg_sha256(const void *data, size_t len, uint8_t out[32])
 {
-    agg__sha256_t c;
-
-    agg__sha256_init(&c);
-    agg__sha256_update(&c, data, len);
-    agg__sha256_final(&c, out);
+    SHA256(data, len, out);
 }
 
 void agg_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
                      uint8_t out[32])
 {
-    uint8_t k0[64] = {0}, pad[64], inner[32];
-    agg__sha256_t c;
-    int i;
+    static const uint8_t none;
+    unsigned int outlen = 32;
 
-    if (klen > sizeof(k0)) {
-        agg_sha256(key, klen, k0);
-    } else if (klen > 0) {
-        memcpy(k0, key, klen);
-    }
-    for (i = 0; i < 64; i++) {
-        pad[i] = k0[i] ^ 0x36;
-    }
-    agg__sha256_init(&c);
-    agg__sha256_update(&c, pad, sizeof(pad));
-    agg__sha256_update(&c, data, len);
-    agg__sha256_final(&c, inner);
-    for (i = 0; i < 64; i++) {
-        pad[i] = k0[i] ^ 0x5c;
-    }
-    agg__sha256_init(&c);
-    agg__sha256_update(&c, pad, sizeof(pad));
-    agg__sha256_update(&c, inner, sizeof(inner));
-    agg__sha256_final(&c, out);
-    /* the pads and the hash state are the key in thin disguise */
-    explicit_bzero(k0, sizeof(k0));
-    explicit_bzero(pad, sizeof(pad));
-    explicit_bzero(&c, sizeof(c));
+    /* HMAC() takes no NULL key; an empty one is a key of zero bytes all the same */
+    HMAC(EVP_sha256(), klen > 0 ? key : &none, (int)klen, data, len, out, &outlen);
 }
 
 /* ---- the secret ------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /*
- * Shared-secret authentication: SHA-256 against the FIPS 180 vectors (and
- * lengths around the padding edges), HMAC-SHA256 against RFC 4231, the
+ * Shared-secret authentication: SHA-256 (OpenSSL's libcrypto underneath)
+ * against the FIPS 180 vectors (and lengths around the padding edges), HMAC-SHA256 against RFC 4231, the
  * exchange over a real socketpair with a forked child as the peer (right
  * and wrong keys both ways, a peer that closes, one that never answers, and
  * a hand-built peer that pins the byte layout of agg/auth.h), loading the

@@ -76,10 +76,10 @@ typedef struct agg_auth {
     int     set;
 } agg_auth_t;
 
-/* SHA-256 (FIPS 180-4) of len bytes. */
+/* SHA-256 (FIPS 180-4) of len bytes (OpenSSL's libcrypto). */
 void agg_sha256(const void *data, size_t len, uint8_t out[32]);
 
-/* HMAC-SHA256 (RFC 2104); keys longer than 64 bytes are hashed first. */
+/* HMAC-SHA256 (RFC 2104, OpenSSL's libcrypto); keys past 64 bytes are hashed first. */
 void agg_hmac_sha256(const void *key, size_t klen, const void *data, size_t len,
                      uint8_t out[32]);
 
