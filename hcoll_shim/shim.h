@@ -101,6 +101,8 @@ typedef struct shim_comm {
     agg_comm_t       *agg;
     shim_host_tune_t  tune;
     unsigned long     calls; /* blocking collectives seen, for the lazy group */
+    unsigned long     net_seq; /* blocking collectives put in the network here (members
+                                  count alike: shim_comm_agree) */
     int               regroup; /* LATER because the network lost its group: made again
                                   after shim.retry_calls blocking collectives */
     void             *scratch; /* in-place reduce-scatter's input copy, a leader's */
@@ -384,6 +386,13 @@ shim_comm_t *shim_comm_peek(MPI_Comm comm);
  * (AGG_NET_RETRY_CALLS blocking collectives later).
  */
 void shim_comm_lost(shim_comm_t *sc, agg_status_t st);
+
+/*
+ * A blocking call the network failed (levels 1-2), before it is redone on
+ * the host: MPI_SUCCESS when every member failed this same call; else an
+ * error on each member (MPI_ERR_OTHER, through the error handler), said once.
+ */
+int shim_comm_agree(shim_comm_t *sc, shim_call_t *c);
 
 /* Makes the state of a communicator just created (Comm_dup, _split, _create). */
 void shim_comm_created(MPI_Comm comm);

@@ -121,6 +121,7 @@ int shim_allreduce_net(shim_call_t *c)
     size_t posted;
     int rc;
 
+    c->sc->net_seq++;
     if (shim.hybrid_frag > 0 && c->smem == AGG_MEM_HOST && c->rmem == AGG_MEM_HOST &&
         spec->count * agg_dtype_size(spec->dtype) > (size_t)shim.hybrid_frag) {
         st = shim_allreduce_frags(c->sc, spec, &posted);
@@ -138,6 +139,11 @@ int shim_allreduce_net(shim_call_t *c)
      * path on its own), and a tree that is gone fails the next calls at once.
      */
     c->fail = st;
+    if (!shim_forced(c->coll) && st != AGG_ERR_INVALID_PARAM && st != AGG_ERR_NOT_SUPPORTED &&
+        shim_comm_agree(c->sc, c) != MPI_SUCCESS) {
+        shim_comm_lost(c->sc, st);
+        return MPI_ERR_OTHER; /* members failed different calls */
+    }
     if (c->sbuf == MPI_IN_PLACE && posted > 0) {
         if (shim_forced(c->coll)) {
             return shim_call_fail(c);

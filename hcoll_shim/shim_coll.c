@@ -59,7 +59,10 @@ static agg_status_t shim_net_post(shim_call_t *c, agg_request_t **req)
 static agg_status_t shim_net_block(shim_call_t *c)
 {
     agg_request_t *req;
-    agg_status_t st = shim_net_post(c, &req);
+    agg_status_t st;
+
+    c->sc->net_seq++;
+    st = shim_net_post(c, &req);
 
     st = st == AGG_OK ? shim_net_wait(c->fn, req) : st;
     if (st != AGG_OK) {
@@ -77,13 +80,19 @@ static agg_status_t shim_net_block(shim_call_t *c)
  */
 static int shim_net_failed(shim_call_t *c)
 {
+    int forced = shim_forced(c->coll) && c->fail != AGG_ERR_INVALID_PARAM &&
+                 c->fail != AGG_ERR_NOT_SUPPORTED;
+
+    if (c->request == NULL && !forced && shim_comm_agree(c->sc, c) != MPI_SUCCESS) {
+        shim_comm_lost(c->sc, c->fail);
+        return MPI_ERR_OTHER; /* members failed different calls */
+    }
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_HOST;
     if (c->request == NULL) {
         shim_comm_lost(c->sc, c->fail); /* a blocking call: every member is here */
     }
-    if (shim_forced(c->coll) && c->fail != AGG_ERR_INVALID_PARAM &&
-        c->fail != AGG_ERR_NOT_SUPPORTED) {
+    if (forced) {
         return shim_call_fail(c);
     }
     if (c->request != NULL && c->fail == AGG_ERR_SHUTDOWN) {

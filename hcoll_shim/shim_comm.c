@@ -222,6 +222,40 @@ void shim_comm_lost(shim_comm_t *sc, agg_status_t st)
     }
 }
 
+/*
+ * Over TCP each member gets its result in a message of its own, so a
+ * switchsim killed while it sends them leaves some members with the result
+ * (their call done, the next one failing) and the others without. Redone on
+ * the host, two different calls would meet: a wrong result, or a wait
+ * forever. The count of the communicator's blocking calls in the network
+ * tells (every member makes the same ones): equal everywhere, the call is
+ * redone; not, neither side can be, and both are errors that say why.
+ */
+int shim_comm_agree(shim_comm_t *sc, shim_call_t *c)
+{
+    long mine[2] = {(long)sc->net_seq, -(long)sc->net_seq}, all[2];
+
+    if (PMPI_Allreduce(mine, all, 2, MPI_LONG, MPI_MIN, sc->pcomm) != MPI_SUCCESS) {
+        all[0] = -1;
+        all[1] = 0;
+    }
+    if (all[0] == -all[1]) {
+        return MPI_SUCCESS;
+    }
+    if (sc->rank == 0) {
+        agg_error("the network failed %s on a communicator of %d ranks after some of them had "
+                  "the result of their call %ld (the first result messages went out, then the "
+                  "tree was lost): members stand at calls %ld to %ld, so no call can be redone "
+                  "on the host; each fails with MPI_ERR_OTHER", shim_fn_name(c->fn), sc->size,
+                  all[0], all[0], -all[1]);
+    }
+    c->why   = SHIM_WHY_NETWORK_ERROR;
+    c->route = SHIM_ROUTE_FAIL;
+    shim_count(c->fn, SHIM_PATH_FAILED, c->why);
+    PMPI_Comm_call_errhandler(c->comm, MPI_ERR_OTHER);
+    return MPI_ERR_OTHER;
+}
+
 void shim_comm_created(MPI_Comm comm)
 {
     shim_comm_t *sc;
