@@ -114,6 +114,15 @@ typedef struct shim_comm {
                                     ones go to the host at once (blocking ones still take
                                     the network's word, so that every member leaves the
                                     tree at the same call); until the group is made again */
+    /* before the first of a failure's non-blocking calls is redone, the members
+       agree from which call on every one of them failed (shim_request.c) */
+    int               nb_agree;      /* 0: not yet, 1: under way, 2: done */
+    MPI_Request       nb_agree_req;
+    long              nb_agree_v[2]; /* this member's first failed call, negated too */
+    long              nb_agree_all[2]; /* the lowest and the highest, negated */
+    unsigned long     nb_redo_from;  /* calls before it failed here, done elsewhere */
+    int               broken;    /* its members failed different calls: every collective
+                                    of it fails from then on (MPI cannot match them again) */
     int               hier;      /* collectives go through one leader per host */
     int               leader;    /* this rank is its host's leader */
     MPI_Comm          node;      /* the members on this host */
@@ -161,6 +170,7 @@ typedef struct shim_req {
     int              path;   /* shim_path_t it was counted on */
     struct shim_call *call;  /* the program's arguments, to redo it on the host */
     MPI_Request      hreq;   /* HOSTED: MPI's own request for it */
+    int              lost;   /* HOSTED without hreq: other members had its result */
     struct shim_req *next;
 } shim_req_t;
 
@@ -390,7 +400,8 @@ void shim_comm_lost(shim_comm_t *sc, agg_status_t st);
 /*
  * A blocking call the network failed (levels 1-2), before it is redone on
  * the host: MPI_SUCCESS when every member failed this same call; else an
- * error on each member (MPI_ERR_OTHER, through the error handler), said once.
+ * error on each member (MPI_ERR_OTHER, through the error handler), said once,
+ * and the communicator broken.
  */
 int shim_comm_agree(shim_comm_t *sc, shim_call_t *c);
 

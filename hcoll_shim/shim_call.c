@@ -369,6 +369,10 @@ int shim_call(shim_call_t *c)
     c->rmem = shim_gpu_mem(c->rbuf);
     shim_requests_redo(); /* what the network failed goes to the host first */
     shim_route(c);
+    if (c->sc != NULL && __atomic_load_n(&c->sc->broken, __ATOMIC_RELAXED)) {
+        c->why   = SHIM_WHY_NETWORK_ERROR; /* its members stand at different calls */
+        c->route = SHIM_ROUTE_FAIL;
+    }
     if (c->route != SHIM_ROUTE_NET && c->sc != NULL) {
         shim_requests_drain(c->sc); /* the host sees the communicator's calls in order */
     }

@@ -59,6 +59,7 @@ static void shim_comm_group_made(shim_comm_t *sc, agg_status_t st)
         sc->state   = SHIM_COMM_READY;
         sc->why     = SHIM_WHY_NONE;
         sc->regroup = 0;
+        sc->nb_agree = 0; /* a failure of the new group is agreed on afresh */
         __atomic_store_n(&sc->nb_host, 0, __ATOMIC_RELAXED);
         return;
     }
@@ -229,7 +230,10 @@ void shim_comm_lost(shim_comm_t *sc, agg_status_t st)
  * the host, two different calls would meet: a wrong result, or a wait
  * forever. The count of the communicator's blocking calls in the network
  * tells (every member makes the same ones): equal everywhere, the call is
- * redone; not, neither side can be, and both are errors that say why.
+ * redone; not, neither side can be, and both are errors that say why. The
+ * members now stand at different calls of the program, so every later
+ * collective of the communicator fails too (redone or not, the host would
+ * pair different calls, whether the program stops at its error or not).
  */
 int shim_comm_agree(shim_comm_t *sc, shim_call_t *c)
 {
@@ -242,12 +246,15 @@ int shim_comm_agree(shim_comm_t *sc, shim_call_t *c)
     if (all[0] == -all[1]) {
         return MPI_SUCCESS;
     }
+    __atomic_store_n(&sc->broken, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&sc->fail_said, 1, __ATOMIC_RELAXED);
     if (sc->rank == 0) {
         agg_error("the network failed %s on a communicator of %d ranks after some of them had "
                   "the result of their call %ld (the first result messages went out, then the "
                   "tree was lost): members stand at calls %ld to %ld, so no call can be redone "
-                  "on the host; each fails with MPI_ERR_OTHER", shim_fn_name(c->fn), sc->size,
-                  all[0], all[0], -all[1]);
+                  "on the host; each fails with MPI_ERR_OTHER, as does every later collective "
+                  "of this communicator", shim_fn_name(c->fn), sc->size, all[0], all[0],
+                  -all[1]);
     }
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_FAIL;

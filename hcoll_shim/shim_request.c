@@ -21,6 +21,7 @@
  * completes with MPI_ERR_INTERN through the communicator's error handler:
  * its buffers may already be partly written.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -375,7 +376,9 @@ static void shim_ireq_hosted_done(shim_req_t *sr, int rc)
 
     __atomic_fetch_sub(&shim.redoing, 1, __ATOMIC_RELAXED);
     shim_ipack_finish(&sr->pack, AGG_ERR_IO); /* frees, unpacks nothing: the host wrote it */
-    if (rc != MPI_SUCCESS) {
+    if (sr->lost) {
+        sr->error = MPI_ERR_OTHER; /* said at the agreement */
+    } else if (rc != MPI_SUCCESS) {
         agg_error("%s, redone on the host, failed there (MPI error %d)", shim_fn_name(sr->fn),
                   rc);
         sr->error = MPI_ERR_INTERN;
@@ -396,6 +399,61 @@ static int shim_ireq_post_host(shim_req_t *sr)
     return shim_call_pmpi(&c);
 }
 
+/*
+ * Over TCP each member gets its results in messages of its own, so a
+ * switchsim killed while it sends a call's results leaves some members with
+ * that call done and the next failed, the others with that call failed:
+ * redone on the host as they stand, different calls would meet there. So
+ * before the first of a failure's calls is redone, the members tell each
+ * other the first call that failed on them (an MPI_Iallreduce, on the
+ * failure path only). All the same: every call from it on is redone alike.
+ * Not: every failed call completes with MPI_ERR_OTHER and the communicator
+ * is broken, as for blocking calls (shim_comm_agree).
+ * 1 once sr's communicator has agreed; 0 while the agreement is under way.
+ */
+static int shim_ireq_agreed(shim_req_t *sr)
+{
+    shim_comm_t *sc = sr->sc;
+    int flag = 0;
+
+    if (sc->nb_agree == 2) {
+        return 1;
+    }
+    if (sc->nb_agree == 0) {
+        sc->nb_agree_v[0] = (long)sr->seq; /* the first failed: every earlier one is done */
+        sc->nb_agree_v[1] = -(long)sr->seq;
+        if (PMPI_Iallreduce(sc->nb_agree_v, sc->nb_agree_all, 2, MPI_LONG, MPI_MIN, sc->pcomm,
+                            &sc->nb_agree_req) != MPI_SUCCESS) {
+            sc->nb_redo_from = 0; /* as before the agreement was made */
+            sc->nb_agree     = 2;
+            return 1;
+        }
+        sc->nb_agree = 1;
+    }
+    if (PMPI_Test(&sc->nb_agree_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        flag = 1;
+        sc->nb_agree_all[0] = sc->nb_agree_all[1] = 0;
+    }
+    if (!flag) {
+        return 0;
+    }
+    sc->nb_agree     = 2;
+    sc->nb_redo_from = 0;
+    if (sc->nb_agree_all[0] != -sc->nb_agree_all[1]) {
+        sc->nb_redo_from = ULONG_MAX; /* none can be redone */
+        __atomic_store_n(&sc->broken, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&sc->fail_said, 1, __ATOMIC_RELAXED);
+        if (sc->rank == 0) {
+            agg_error("non-blocking calls of a communicator of %d ranks failed in the network "
+                      "from call %ld on some members and from %ld on others (the tree was lost "
+                      "while it sent results): they fail with MPI_ERR_OTHER, as does every "
+                      "later collective of this communicator", sc->size, sc->nb_agree_all[0],
+                      -sc->nb_agree_all[1]);
+        }
+    }
+    return 1;
+}
+
 int shim_requests_redo(void)
 {
     shim_req_t **pp, *sr;
@@ -413,7 +471,15 @@ int shim_requests_redo(void)
     while (again) {
         again = 0;
         for (sr = shim.active; sr != NULL; sr = sr->next) {
-            if (sr->state != SHIM_REQ_REDO || shim_ireq_blocked(sr)) {
+            if (sr->state != SHIM_REQ_REDO || shim_ireq_blocked(sr) || !shim_ireq_agreed(sr)) {
+                continue;
+            }
+            if (sr->seq < sr->sc->nb_redo_from) {
+                sr->lost = 1; /* done on other members: its result is not here */
+                sr->hreq = MPI_REQUEST_NULL;
+                __atomic_store_n(&sr->state, SHIM_REQ_HOSTED, __ATOMIC_RELEASE);
+                moved++;
+                again = 1;
                 continue;
             }
             rc = shim_ireq_post_host(sr);

@@ -204,22 +204,28 @@ fi
 # has call 151 done and fails 152 while the others fail 151. Redone on the
 # host, different calls would meet (before the members compared their calls:
 # MPI_ERR_TRUNCATE, then a wait forever); at level 2 every rank fails its
-# call at once with MPI_ERR_OTHER, rank 0 saying where they stand
-sims=()
-start_sim split_result all "out kill at 602"
-rc=0
-timeout 120 "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" \
-    -x HCOLL_ENABLE_SHARP=2 -x HCOLL_SHARP_NP=2 "$AS_HOST" aggh 4 "$BIN/fault_loop" \
-    "$SECONDS_RUN" 16 >"$TMP/split_result.out" 2>&1 || rc=$?
-wait "${sims[0]}" 2>/dev/null || true
-[ $rc = 3 ] || { tail -30 "$TMP/split_result.out"; fail "split_result: expected fault_loop's exit 3, got $rc"; }
-grep -q "members stand at calls 151 to 152, so no call can be redone on the host" \
-    "$TMP/split_result.out" || { cat "$TMP/split_result.out"; fail "split_result: no error saying why"; }
-[ "$(grep -c 'call 15[12] returned 16 (MPI_ERR_OTHER' "$TMP/split_result.out")" = 4 ] ||
-    { grep returned "$TMP/split_result.out"; fail "split_result: not every rank failed its call"; }
-grep '^fault_loop: [0-9]* calls' "$TMP/split_result.out" | grep -q " 0 wrong" ||
-    { cat "$TMP/split_result.out"; fail "split_result: wrong results"; }
-echo "split_result: the members failed calls 151 and 152, each with MPI_ERR_OTHER, nothing wrong"
+# call at once with MPI_ERR_OTHER, rank 0 saying where they stand, and the
+# communicator's later calls fail too. Then the same with non-blocking calls
+# (two in flight; its 606th message: call 152's second result), which waited
+# forever before.
+split_run() { # NAME FAULTS WHAT [MODE]
+    local name=$1 rc=0
+    sims=()
+    start_sim "$name" all "$2"
+    timeout 120 "${MPIRUN[@]}" -np 4 -x LD_PRELOAD="$PRELOAD" -x AGG_AM_ADDR="$addr" \
+        -x HCOLL_ENABLE_SHARP=2 -x HCOLL_SHARP_NP=2 "$AS_HOST" aggh 4 "$BIN/fault_loop" \
+        "$SECONDS_RUN" 16 ${4:-} >"$TMP/$name.out" 2>&1 || rc=$?
+    wait "${sims[0]}" 2>/dev/null || true
+    [ $rc = 3 ] || { tail -30 "$TMP/$name.out"; fail "$name: expected fault_loop's exit 3, got $rc"; }
+    grep -q "$3" "$TMP/$name.out" || { cat "$TMP/$name.out"; fail "$name: no error saying why"; }
+    [ "$(grep -c 'call 15[1-4] returned 16 (MPI_ERR_OTHER' "$TMP/$name.out")" = 4 ] ||
+        { grep returned "$TMP/$name.out"; fail "$name: not every rank failed its call"; }
+    grep '^fault_loop: [0-9]* calls' "$TMP/$name.out" | grep -q " 0 wrong" ||
+        { cat "$TMP/$name.out"; fail "$name: wrong results"; }
+    echo "$name: every rank failed with MPI_ERR_OTHER at once ($(grep -o 'call 15[1-4] returned' "$TMP/$name.out" | sort | uniq -c | tr -s ' ' | tr '\n' ';')), nothing wrong"
+}
+split_run split_result "out kill at 602" "members stand at calls 151 to 152, so no call can be redone on the host"
+split_run split_result_nb "out kill at 606" "failed in the network from call [0-9]* on some members and from [0-9]* on others" nb
 
 # 1,100 connections to the data port that say nothing (more than its 1,024
 # connections): joins are read by the port's loop, not a thread each, and a
