@@ -245,6 +245,11 @@ typedef struct aggmgr_sim {
     agg_msg_group_ref_t *served;      /* the parts it said it serves (SIM_PARTS), for
                                          the groups read back from the journal */
     uint32_t num_served;
+    int64_t  away_until_ms;           /* fd -1, not 0: its control connection closed while
+                                         it served groups, kept till then for it to come
+                                         back (am_sim_grace_ms) */
+    int      back;                    /* registered in the slot it was away from: its
+                                         SIM_PARTS decides which kept groups stay */
 } aggmgr_sim_t;
 
 typedef struct aggmgr {
@@ -341,6 +346,16 @@ void aggmgr_conn_release(aggmgr_t *am, int fd);
 
 /* A switchsim went away (index into sims): the groups with a part on it go with it. */
 void aggmgr_sim_lost(aggmgr_t *am, int sim);
+
+/* Every 100 ms: a switchsim away past am_sim_grace_ms loses its groups. */
+void aggmgr_sims_away_expire(aggmgr_t *am);
+
+/*
+ * A switchsim back in the slot it was away from said what it serves
+ * (SIM_PARTS, in its served list): a kept group that has a part there it
+ * does not serve is dropped. Logs the outcome.
+ */
+void aggmgr_sim_back(aggmgr_t *am, int sim);
 
 /*
  * May the client on connection fd destroy this job (it created it)? AGG_OK,

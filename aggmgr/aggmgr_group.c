@@ -747,6 +747,59 @@ static int aggmgr__group_on(const aggmgr_group_t *g, int sim)
     return 0;
 }
 
+/* Does switchsim `sim` (its SIM_PARTS) serve every part of gt it hosts? */
+static int aggmgr__gtree_served_on(const aggmgr_t *am, const aggmgr_group_t *g,
+                                   const aggmgr_gtree_t *gt, uint32_t tree, int sim)
+{
+    const aggmgr_sim_t *s = &am->sims[sim];
+    uint32_t pi, k;
+
+    for (pi = 0; pi < gt->num_parts; ++pi) {
+        if (gt->parts[pi].sim != sim) {
+            continue;
+        }
+        for (k = 0; k < s->num_served; ++k) {
+            if (s->served[k].group_id == g->id && s->served[k].job_id == g->job->id &&
+                s->served[k].tree == tree && s->served[k].part == pi) {
+                break;
+            }
+        }
+        if (k == s->num_served) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void aggmgr_sim_back(aggmgr_t *am, int sim)
+{
+    aggmgr_job_t *job;
+    aggmgr_group_t *g, *next;
+    unsigned kept = 0, dropped = 0;
+
+    for (job = am->jobs; job != NULL; job = job->next) {
+        for (g = job->groups; g != NULL; g = next) {
+            next = g->next;
+            if (g->state != AGGMGR_GROUP_READY || !aggmgr__group_on(g, sim)) {
+                continue;
+            }
+            if (aggmgr__gtree_served_on(am, g, &g->llt, AGG_TREE_LLT, sim) &&
+                (g->sat.status != AGG_OK ||
+                 aggmgr__gtree_served_on(am, g, &g->sat, AGG_TREE_SAT, sim))) {
+                kept++;
+                continue;
+            }
+            agg_warn("job %u: group %u: switchsim %u is back but no longer serves its part "
+                     "(it restarted?); the group is dropped", job->id, g->id,
+                     am->sims[sim].id);
+            aggmgr_group_event(am, g, AGGMGR_GROUP_EV_DROP, AGG_ERR_NO_SWITCHSIM);
+            dropped++;
+        }
+    }
+    agg_info("switchsim %u is back (pid %u on %s): %u of its groups kept, %u dropped",
+             am->sims[sim].id, am->sims[sim].pid, am->sims[sim].host, kept, dropped);
+}
+
 unsigned aggmgr_groups_across(aggmgr_t *am, int a, int b, int drop, char *list, size_t len)
 {
     aggmgr_job_t *job;

@@ -9,8 +9,12 @@
 #include "aggmgr.h"
 
 
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agg/log.h"
 #include "agg/sock.h"
@@ -653,9 +657,39 @@ void aggmgr_conn_release(aggmgr_t *am, int fd)
     }
 }
 
+/* A switchsim of this host whose process is gone: no use waiting for it. */
+static int aggmgr__sim_dead_here(const aggmgr_sim_t *s)
+{
+    char host[AGG_WIRE_NAME_LEN] = "";
+
+    char path[64], stat[256] = "";
+    const char *state;
+    FILE *f;
+
+    if (gethostname(host, sizeof(host) - 1) != 0 || strcmp(host, s->host) != 0 || s->pid == 0) {
+        return 0;
+    }
+    if (kill((pid_t)s->pid, 0) != 0) {
+        return errno == ESRCH;
+    }
+    /* killed, not yet reaped by its parent: dead all the same */
+    snprintf(path, sizeof(path), "/proc/%u/stat", s->pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 0;
+    }
+    if (fgets(stat, sizeof(stat), f) == NULL) {
+        stat[0] = '\0';
+    }
+    fclose(f);
+    state = strrchr(stat, ')');
+    return state != NULL && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X');
+}
+
 void aggmgr_sim_lost(aggmgr_t *am, int sim)
 {
     aggmgr_sim_t *s = &am->sims[sim];
+    long long grace;
     unsigned lost;
     int i;
 
@@ -666,17 +700,47 @@ void aggmgr_sim_lost(aggmgr_t *am, int sim)
     s->served     = NULL;
     s->num_served = 0;
     aggmgr_sim_fail_all(am, sim, AGG_ERR_NO_SWITCHSIM);
-    lost = aggmgr_groups_across(am, sim, sim, 1, NULL, 0); /* the groups on it */
     for (i = 0; i < am->topo.num_nodes; ++i) {
         if (am->ans[i].sim == sim) {
-            am->ans[i].sim = -1;
+            am->ans[i].sim = -1; /* down: new groups go around it, or fail */
         }
     }
+    grace = agg_conf_int(&am->conf, AGG_CONF_AM_SIM_GRACE_MS);
+    lost  = aggmgr_groups_across(am, sim, sim, 0, NULL, 0); /* the groups on it */
+    if (grace > 0 && lost > 0 && !aggmgr__sim_dead_here(s)) {
+        /* a connection can break with the process alive (it calls back at once):
+           its groups' data keeps flowing meanwhile */
+        s->away_until_ms = agg_time_ms() + grace;
+        agg_warn("switchsim %u (pid %u on %s): its control connection closed; its %u "
+                 "groups are kept %lld ms (am_sim_grace_ms) for it to register again",
+                 s->id, s->pid, s->host, lost, grace);
+        return;
+    }
+    lost = aggmgr_groups_across(am, sim, sim, 1, NULL, 0);
     if (lost > 0) {
         agg_error("switchsim %u (pid %u on %s) is gone; %u groups are lost", s->id, s->pid,
                   s->host, lost);
     } else {
         agg_info("switchsim %u (pid %u on %s) disconnected", s->id, s->pid, s->host);
+    }
+}
+
+void aggmgr_sims_away_expire(aggmgr_t *am)
+{
+    int64_t now = agg_time_ms();
+    unsigned lost;
+    int i;
+
+    for (i = 0; i < am->num_sims; ++i) {
+        aggmgr_sim_t *s = &am->sims[i];
+
+        if (s->fd >= 0 || s->away_until_ms == 0 || now < s->away_until_ms) {
+            continue;
+        }
+        s->away_until_ms = 0;
+        lost = aggmgr_groups_across(am, i, i, 1, NULL, 0);
+        agg_error("switchsim %u (pid %u on %s) did not register again within "
+                  "am_sim_grace_ms; its %u groups are lost", s->id, s->pid, s->host, lost);
     }
 }
 

@@ -166,6 +166,40 @@ static int aggmgr__select_valid(const char *select)
            strncmp(select, "name:", 5) == 0 || strncmp(select, "guid:", 5) == 0;
 }
 
+/*
+ * The slot a registering switchsim takes: the one a switchsim of its host
+ * was away from (its kept groups name that slot), else a free one; with
+ * none free, the away one whose time is nearest up gives its groups up.
+ */
+static int aggmgr__sim_slot(aggmgr_t *am, const char *host)
+{
+    int i, free_slot = -1, away = -1;
+
+    for (i = 0; i < am->num_sims; ++i) {
+        const aggmgr_sim_t *s = &am->sims[i];
+
+        if (s->fd >= 0) {
+            continue;
+        }
+        if (s->away_until_ms == 0) {
+            free_slot = free_slot < 0 ? i : free_slot;
+        } else if (strcmp(s->host, host) == 0) {
+            return i;
+        } else if (away < 0 || s->away_until_ms < am->sims[away].away_until_ms) {
+            away = i;
+        }
+    }
+    if (free_slot >= 0 || am->num_sims < AGGMGR_MAX_SIMS) {
+        return free_slot >= 0 ? free_slot : am->num_sims;
+    }
+    if (away >= 0) {
+        am->sims[away].away_until_ms = 1; /* up now */
+        aggmgr_sims_away_expire(am);
+        return away;
+    }
+    return AGGMGR_MAX_SIMS;
+}
+
 static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
                                             uint32_t txid, uint8_t *body, size_t len)
 {
@@ -176,7 +210,7 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     aggmgr_sim_t *sim;
     size_t rep_len;
     agg_status_t st;
-    int i, k, slot;
+    int i, k, slot, back;
 
     if (c->kind != 0) {
         agg_error("SIM_REGISTER from fd %d, which already said it is a %s; disconnecting",
@@ -199,8 +233,7 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
         return aggmgr__send_status(am, c->fd, AGG_MSG_SIM_REGISTER_REPLY, txid,
                                     AGG_ERR_INVALID_PARAM);
     }
-    for (slot = 0; slot < am->num_sims && am->sims[slot].fd >= 0; ++slot) {
-    }
+    slot = aggmgr__sim_slot(am, reg->host);
     if (slot >= AGGMGR_MAX_SIMS) {
         agg_error("switchsim pid %u on %s refused: %d switchsims are registered already",
                   reg->pid, reg->host, AGGMGR_MAX_SIMS);
@@ -250,7 +283,10 @@ static agg_status_t aggmgr__on_sim_register(aggmgr_t *am, aggmgr_conn_t *c,
     c->kind = AGG_PEER_SIM;
     c->pid  = reg->pid;
     sim     = &am->sims[slot];
+    back    = sim->fd < 0 && sim->away_until_ms != 0;
+    free(sim->served);
     *sim    = (aggmgr_sim_t){
+        .back = back,
         .fd = c->fd, .id = am->next_sim_id, .pid = reg->pid, .an_osts = reg->an_osts,
         .an_payload_per_ost = reg->an_payload_per_ost, .an_max_groups = reg->an_max_groups,
         .an_sat_flows = reg->an_sat_flows, .workers = reg->workers,
@@ -552,6 +588,10 @@ static agg_status_t aggmgr__on_sim_parts(aggmgr_t *am, aggmgr_conn_t *c, int sim
     st = aggmgr__send_status(am, c->fd, AGG_MSG_SIM_PARTS_REPLY, txid, AGG_OK);
     if (st != AGG_OK) {
         return st;
+    }
+    if (am->sims[sim].back) {
+        am->sims[sim].back = 0;
+        aggmgr_sim_back(am, sim);
     }
     aggmgr_groups_rejoin(am);
     for (i = 0; i < msg->num_parts; ++i) {
@@ -1147,6 +1187,7 @@ static int aggmgr__tick(agg_loop_t *loop, void *arg)
         aggmgr__reload(am);
     }
     next = aggmgr_sims_expire(am);
+    aggmgr_sims_away_expire(am);
     aggmgr_jobs_expire(am);
     aggmgr_journal_flush(am);
     return next >= 0 && next < 100 ? next : 100;

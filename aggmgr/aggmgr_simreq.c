@@ -115,6 +115,19 @@ static agg_status_t aggmgr__sim_report(aggmgr_t *am, int sim, const agg_msg_hdr_
     }
     s->reports++;
     for (peer = 0; peer < am->num_sims; ++peer) {
+        aggmgr_sim_t *away = &am->sims[peer];
+
+        if (peer != sim && away->fd < 0 && away->away_until_ms != 0 &&
+            strcmp(away->data_addr, rep.addr) == 0) {
+            /* away, and its data port gone too: not a broken connection, a dead process */
+            agg_warn("switchsim %u (pid %u on %s), away, lost its data port too (switchsim %u "
+                     "reports its link to it broke): its groups go now", away->id, away->pid,
+                     away->host, s->id);
+            away->away_until_ms = 1;
+            aggmgr_sims_away_expire(am);
+        }
+    }
+    for (peer = 0; peer < am->num_sims; ++peer) {
         if (peer != sim && am->sims[peer].fd >= 0 &&
             strcmp(am->sims[peer].data_addr, rep.addr) == 0) {
             n = aggmgr_groups_across(am, sim, peer, 1, groups, sizeof(groups));

@@ -155,6 +155,10 @@ size_t aggmgr_state_text(const aggmgr_t *am, char *buf, size_t cap)
             aggmgr__put(&t, "switchsim %u: pid %u on %s, %u reduction threads%s%s\n", s->id,
                         s->pid, s->host, s->workers, s->data_addr[0] ? ", data port " : "",
                         s->data_addr);
+        } else if (s->away_until_ms != 0) {
+            aggmgr__put(&t, "switchsim %u: pid %u on %s, away (its control connection "
+                        "closed): its groups kept %lld ms more\n", s->id, s->pid, s->host,
+                        (long long)(s->away_until_ms > now ? s->away_until_ms - now : 0));
         }
     }
     if (am->journal.path[0] != '\0') {

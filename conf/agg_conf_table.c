@@ -696,6 +696,22 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "nobody claims by then ended while the manager was down, "
                   "and its resources are given back.",
     },
+    [AGG_CONF_AM_SIM_GRACE_MS] = {
+        .key    = "am_sim_grace_ms",
+        .env    = {"AGG_AM_SIM_GRACE_MS", NULL},
+        .defval = "10000",
+        .type   = AGG_CONF_T_INT,
+        .min    = 0,
+        .max    = 3600000,
+        .scope  = AGG_CONF_SCOPE_MANAGER,
+        .flags  = AGG_CONF_F_RELOADABLE,
+        .doc    = "Milliseconds aggmgr keeps the groups of a switchsim whose "
+                  "control connection closed, for it to register again (it "
+                  "calls back every 200 ms, sim_am_retry_ms): the groups whose "
+                  "parts it still serves go on as if nothing happened. Its "
+                  "switches take no new group meanwhile. 0: its groups are "
+                  "dropped at once.",
+    },
     [AGG_CONF_AM_CLIENT_MAX_CONNS] = {
         .key    = "am_client_max_conns",
         .env    = {"AGG_AM_CLIENT_MAX_CONNS", NULL},

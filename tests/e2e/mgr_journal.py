@@ -48,6 +48,15 @@ JOURNAL = os.path.join(TMP, "mgr.journal")
 FAILED = []
 
 
+def verdict():
+    """The exit status of a script of checks, said in words."""
+    if FAILED:
+        print("FAILED: " + "; ".join(FAILED))
+        return 1
+    print("all checks held")
+    return 0
+
+
 def check(ok, what):
     print(("ok:   " if ok else "FAIL: ") + what, flush=True)
     if not ok:

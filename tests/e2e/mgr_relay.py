@@ -44,11 +44,13 @@ class Relay:
     """Accepts on a loopback port, connects each client to aggmgr, pumps both
     ways and keeps what passed. mode: None (a pipe), "inject" (a plain
     JOB_CREATE after the client's handshake), "flip" (one byte of the
-    client's first application record changed)."""
+    client's first application record changed). tls=False: plain traffic,
+    passed on as it comes."""
 
-    def __init__(self, upstream, mode=None):
+    def __init__(self, upstream, mode=None, tls=True):
         self.up = upstream.rsplit(":", 1)
         self.mode = mode
+        self.tls = tls  # False: plain traffic, passed as it comes
         self.c2s = bytearray()
         self.s2c = bytearray()
         self.ls = socket.socket()
@@ -56,6 +58,8 @@ class Relay:
         self.ls.listen(16)
         self.addr = "127.0.0.1:%d" % self.ls.getsockname()[1]
         self.lock = threading.Lock()
+        self.conns = []
+        self.blocked = False
         threading.Thread(target=self.accept, daemon=True).start()
 
     def accept(self):
@@ -64,8 +68,16 @@ class Relay:
                 c, _ = self.ls.accept()
             except OSError:
                 return
+            if self.blocked:
+                c.close()
+                continue
             s = socket.create_connection((self.up[0], int(self.up[1])))
-            threading.Thread(target=self.client_side, args=(c, s), daemon=True).start()
+            with self.lock:
+                self.conns += [c, s]
+            if self.tls:
+                threading.Thread(target=self.client_side, args=(c, s), daemon=True).start()
+            else:
+                threading.Thread(target=self.pump, args=(c, s, self.c2s), daemon=True).start()
             threading.Thread(target=self.pump, args=(s, c, self.s2c), daemon=True).start()
 
     def pump(self, src, dst, log):
@@ -112,6 +124,12 @@ class Relay:
         except OSError:
             pass
         hang_up(c, s)
+
+    def cut(self):
+        """Breaks every connection through the relay (both ends see it close)."""
+        with self.lock:
+            conns, self.conns = self.conns, []
+        hang_up(*conns)
 
     def close(self):
         self.ls.close()
@@ -203,11 +221,7 @@ def main():
                  "holders (%s)" % line)
     finally:
         d.stop()
-    if mj.FAILED:
-        print("FAILED: " + "; ".join(mj.FAILED))
-        return 1
-    print("all checks held")
-    return 0
+    return mj.verdict()
 
 
 if __name__ == "__main__":

@@ -1385,7 +1385,8 @@ static void test_group_sat_refused(void **state)
     free_mgr_sim(am, fs);
 }
 
-/* switchsim went away: its groups are gone, their flows and OSTs come back. */
+/* switchsim went away: its groups are kept for am_sim_grace_ms, then gone, their flows
+ * and OSTs back. */
 static void test_sim_lost(void **state)
 {
     aggmgr_t *am = make_mgr(2, 1, 2);
@@ -1407,6 +1408,18 @@ static void test_sim_lost(void **state)
     assert_int_equal(used_flows(am), 2 * 3);
     aggmgr_sim_lost(am, 0);
     assert_int_equal(am->sims[0].fd, -1);
+    /* its connection closed: the groups are kept am_sim_grace_ms for it to come
+       back, its switches take no new group meanwhile */
+    assert_true(am->sims[0].away_until_ms != 0);
+    assert_int_equal(job->num_groups, 3);
+    assert_int_equal(used_flows(am), 2 * 3);
+    check_counts(am);
+    assert_int_equal(group_create(am, 5, rep.job_id, ranks, 4, 0, &g), AGG_ERR_NO_SWITCHSIM);
+    aggmgr_sims_away_expire(am); /* not yet */
+    assert_int_equal(job->num_groups, 3);
+    am->sims[0].away_until_ms = 1; /* the grace is up */
+    aggmgr_sims_away_expire(am);
+    assert_int_equal(am->sims[0].away_until_ms, 0);
     assert_int_equal(job->num_groups, 0);
     assert_int_equal(job->osts_used, 0);
     assert_int_equal(used_flows(am), 0);

@@ -70,6 +70,7 @@ typedef enum agg_conf_id {
     AGG_CONF_AM_JOURNAL_SYNC,      /* AGG_AM_JOURNAL_SYNC change|batch|none */
     AGG_CONF_AM_JOURNAL_MAX,       /* AGG_AM_JOURNAL_MAX bytes before it is compacted */
     AGG_CONF_AM_RESTORE_GRACE_MS,  /* AGG_AM_RESTORE_GRACE_MS a restored job waits for its client */
+    AGG_CONF_AM_SIM_GRACE_MS,      /* AGG_AM_SIM_GRACE_MS a switchsim's groups wait for it */
     AGG_CONF_AM_CLIENT_MAX_CONNS,  /* AGG_AM_CLIENT_MAX_CONNS control connections per address */
     AGG_CONF_AM_CLIENT_MAX_JOBS,   /* AGG_AM_CLIENT_MAX_JOBS jobs per address */
     AGG_CONF_AM_CLIENT_MAX_ADAPTERS, /* AGG_AM_CLIENT_MAX_ADAPTERS adapters per address, 0 = all */
