@@ -870,8 +870,11 @@ const agg_conf_row_t agg_conf_table[AGG_CONF__COUNT] = {
                   "\"delay 5ms 2%\", \"stall 200 at 50\", \"loss at 100\", "
                   "\"kill at 500\"; \"in\" (what it reads), \"out\" (what it "
                   "sends) or \"both\" (default) before the rules they apply "
-                  "to. N counts messages that way from 1. The same seed and "
-                  "traffic meet the same faults (common/include/agg/fault.h).",
+                  "to. N counts messages that way from 1. On shared memory "
+                  "only \"kill at N\" and \"stall T at N\" apply, N counting the "
+                  "fragments switchsim's threads take (AGG_RANK_PROGRESS=0: all). "
+                  "The same seed and traffic meet the same faults "
+                  "(common/include/agg/fault.h).",
     },
     [AGG_CONF_SIM_AM_RETRY_MS] = {
         .key    = "sim_am_retry_ms",

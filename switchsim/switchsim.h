@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include "agg/fault.h"
 #include "agg/conf.h"
 #include "agg/dp.h"
 #include "agg/wire.h"
@@ -111,6 +112,8 @@ typedef struct switchsim {
     volatile int        stop;
     long                num_cpus;
     switchsim_net_t    *net;         /* the TCP data port; NULL without sim_data_addr */
+    agg_fault_t         shm_faults;  /* sim_faults' kill and stall, on the fragments the
+                                        reduction threads take from shared memory */
 } switchsim_t;
 
 /*

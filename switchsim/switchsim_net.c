@@ -519,11 +519,7 @@ agg_status_t switchsim_net_start(switchsim_t *sim)
     agg_status_t st;
 
     if (addr == NULL || addr[0] == '\0') {
-        if (agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS)[0] != '\0') {
-            agg_error("sim_faults are injected on the data port: set sim_data_addr too");
-            return AGG_ERR_CONFIG;
-        }
-        return AGG_OK; /* shared memory only */
+        return AGG_OK; /* shared memory only (sim_faults: its kill and stall apply there) */
     }
     if (agg_sock_addr_parse(addr, host, sizeof(host), &port, NULL, 0) != AGG_OK) {
         agg_error("sim_data_addr \"%s\" is not host:port", addr);

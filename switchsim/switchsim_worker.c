@@ -13,8 +13,10 @@
  */
 #include "switchsim.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agg/log.h"
 #include "agg/wait.h"
@@ -47,6 +49,31 @@ static int switchsim__has_work(void *arg)
     return found;
 }
 
+/*
+ * sim_faults on shared memory: `kill at N` and `stall T at N` count the
+ * fragments these threads take from ranks' channels (AGG_RANK_PROGRESS=0:
+ * all of them; with rank progress, only what ranks leave to switchsim).
+ * A stall holds the thread, and so every group it serves, T ms.
+ */
+static void switchsim__shm_fault(switchsim_t *sim, unsigned taken)
+{
+    uint32_t ms = 0;
+    unsigned what;
+
+    while (taken-- > 0) {
+        what = agg_fault_next(&sim->shm_faults, AGG_FAULT_IN, &ms);
+        if (what & AGG_FAULT_KILL) {
+            agg_warn("sim_faults: killed at fragment %llu in (shared memory)",
+                     (unsigned long long)__atomic_load_n(&sim->shm_faults.seen[AGG_FAULT_IN],
+                                                         __ATOMIC_RELAXED));
+            raise(SIGKILL);
+        }
+        if ((what & AGG_FAULT_HOLD) && ms > 0) {
+            usleep(ms * 1000u);
+        }
+    }
+}
+
 /* One pass over every group; returns what it moved. */
 static unsigned switchsim__pass(switchsim_worker_t *w)
 {
@@ -61,7 +88,12 @@ static unsigned switchsim__pass(switchsim_worker_t *w)
         w->drv.work_seen = g->work_seen[w->index];
         w->drv.work_seg  = g->view.seg;
         for (m = w->index; m < g->num_members; m += sim->num_workers) {
-            moved += agg_dp_scan(&g->view, m, &w->drv);
+            unsigned taken = agg_dp_scan(&g->view, m, &w->drv);
+
+            moved += taken;
+            if (taken > 0 && sim->shm_faults.num > 0) {
+                switchsim__shm_fault(sim, taken);
+            }
         }
         moved += agg_dp_progress(&g->view, &w->drv);
         if (w->drv.work_seg == g->view.seg) {
@@ -107,8 +139,15 @@ void switchsim_workers_kick(switchsim_t *sim)
 
 agg_status_t switchsim_workers_start(switchsim_t *sim)
 {
+    char why[256];
     unsigned i;
 
+    /* (the TCP data port counts its own messages: switchsim_net.c) */
+    if (agg_fault_parse(&sim->shm_faults, agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS), why,
+                        sizeof(why)) != AGG_OK) {
+        agg_error("sim_faults \"%s\": %s", agg_conf_str(&sim->conf, AGG_CONF_SIM_FAULTS), why);
+        return AGG_ERR_CONFIG;
+    }
     sim->workers = calloc(sim->num_workers, sizeof(*sim->workers));
     if (sim->workers == NULL) {
         return AGG_ERR_NO_MEMORY;

@@ -73,6 +73,35 @@ for progress in 0 1; do
     done
 done
 
+# the same on shared memory, repeatable: switchsim's own fault (sim_faults)
+# kills it as its reduction threads take the 3,000th fragment (no rank
+# progress: they take every one), or stalls them 300 ms at the 1,000th: at
+# level 2 every result right on the host, at 3 both ranks fail the same
+# call, a stall costs about its length
+shm_fault() { # NAME LEVEL FAULTS
+    local rc=0
+    AGG_SIM_FAULTS=$3 "$BIN/aggrun" -- "${MPIRUN[@]}" -np 2 -x LD_PRELOAD="$PRELOAD" \
+        -x HCOLL_ENABLE_SHARP=$2 -x AGG_RANK_PROGRESS=0 -x HCOLL_SHARP_NP=2 -x AGG_STATS=1 \
+        "$BIN/fault_loop" 2 >"$TMP/$1.out" 2>&1 || rc=$?
+    line=$(grep '^fault_loop: [0-9]* calls' "$TMP/$1.out") || { cat "$TMP/$1.out"; fail "$1: fault_loop said nothing"; }
+    echo "$1: $line"
+    echo "$line" | grep -q " 0 wrong" || { cat "$TMP/$1.out"; fail "$1: wrong results"; }
+    return $rc
+}
+shm_fault shm_kill_l2 2 "in kill at 3000" || fail "shm_kill_l2: the job failed"
+grep -q "sim_faults: killed at fragment 3000 in (shared memory)" "$TMP/shm_kill_l2.out" ||
+    { cat "$TMP/shm_kill_l2.out"; fail "shm_kill_l2: switchsim was not killed by its fault"; }
+grep -q " 0 errors" "$TMP/shm_kill_l2.out" && grep -Eq "^agg_stats: allreduce .*network_error=[1-9]" "$TMP/shm_kill_l2.out" ||
+    { cat "$TMP/shm_kill_l2.out"; fail "shm_kill_l2: no call redone on the host"; }
+rc=0
+shm_fault shm_kill_l3 3 "in kill at 3000" || rc=$?
+[ $rc != 0 ] && [ "$(grep -o 'call [0-9]* returned 16' "$TMP/shm_kill_l3.out" | sort -u | wc -l)" = 1 ] &&
+    [ "$(grep -c 'returned 16' "$TMP/shm_kill_l3.out")" = 2 ] ||
+    { cat "$TMP/shm_kill_l3.out"; fail "shm_kill_l3: both ranks should fail the same call"; }
+shm_fault shm_stall 2 "in stall 300 at 1000" || fail "shm_stall: the job failed"
+w=$(sed -n 's/.*worst call \([0-9]*\) ms.*/\1/p' "$TMP/shm_stall.out")
+[ "$w" -ge 250 ] && [ "$w" -lt 5000 ] || fail "shm_stall: worst call $w ms, not about the 300 ms stall"
+
 # every collective, blocking and non-blocking (in flight together, on
 # several communicators, completed by every wait and test call), 4 ranks,
 # the switchsim killed under them at HCOLL_ENABLE_SHARP=2: every check

@@ -15,7 +15,10 @@
  * `corrupt` flips a bit of a message read (not of its magic or length:
  * its framing stays) and spoils the checksum of one sent;
  * `stall` holds the connection of the N-th message T ms; `kill` ends the
- * process (SIGKILL) as that message comes. Whether a message meets a
+ * process (SIGKILL) as that message comes. On shared memory (no messages)
+ * `kill` and `stall` count the fragments switchsim's reduction threads take
+ * from ranks' channels, `in`; the other rules have nothing to act on there.
+ * Whether a message meets a
  * probability rule depends only on the seed, the direction, the rule and
  * the message's number, so a run with the same traffic meets the same faults.
  */
