@@ -405,6 +405,9 @@ void shim_comm_lost(shim_comm_t *sc, agg_status_t st);
  */
 int shim_comm_agree(shim_comm_t *sc, shim_call_t *c);
 
+/* Its members failed `what` at calls first .. last: broken, said once (rank 0). */
+void shim_comm_break(shim_comm_t *sc, const char *what, long first, long last);
+
 /* Makes the state of a communicator just created (Comm_dup, _split, _create). */
 void shim_comm_created(MPI_Comm comm);
 

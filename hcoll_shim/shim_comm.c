@@ -235,6 +235,19 @@ void shim_comm_lost(shim_comm_t *sc, agg_status_t st)
  * collective of the communicator fails too (redone or not, the host would
  * pair different calls, whether the program stops at its error or not).
  */
+void shim_comm_break(shim_comm_t *sc, const char *what, long first, long last)
+{
+    __atomic_store_n(&sc->broken, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&sc->fail_said, 1, __ATOMIC_RELAXED); /* said here, once */
+    if (sc->rank == 0) {
+        agg_error("%s on a communicator of %d ranks failed in the network at call %ld on some "
+                  "members and at %ld on others (the tree was lost while it sent a call's "
+                  "results), so no call can be redone on the host: each fails with "
+                  "MPI_ERR_OTHER, as does every later collective of this communicator", what,
+                  sc->size, first, last);
+    }
+}
+
 int shim_comm_agree(shim_comm_t *sc, shim_call_t *c)
 {
     long mine[2] = {(long)sc->net_seq, -(long)sc->net_seq}, all[2];
@@ -246,16 +259,7 @@ int shim_comm_agree(shim_comm_t *sc, shim_call_t *c)
     if (all[0] == -all[1]) {
         return MPI_SUCCESS;
     }
-    __atomic_store_n(&sc->broken, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&sc->fail_said, 1, __ATOMIC_RELAXED);
-    if (sc->rank == 0) {
-        agg_error("the network failed %s on a communicator of %d ranks after some of them had "
-                  "the result of their call %ld (the first result messages went out, then the "
-                  "tree was lost): members stand at calls %ld to %ld, so no call can be redone "
-                  "on the host; each fails with MPI_ERR_OTHER, as does every later collective "
-                  "of this communicator", shim_fn_name(c->fn), sc->size, all[0], all[0],
-                  -all[1]);
-    }
+    shim_comm_break(sc, shim_fn_name(c->fn), all[0], -all[1]);
     c->why   = SHIM_WHY_NETWORK_ERROR;
     c->route = SHIM_ROUTE_FAIL;
     shim_count(c->fn, SHIM_PATH_FAILED, c->why);

@@ -441,15 +441,7 @@ static int shim_ireq_agreed(shim_req_t *sr)
     sc->nb_redo_from = 0;
     if (sc->nb_agree_all[0] != -sc->nb_agree_all[1]) {
         sc->nb_redo_from = ULONG_MAX; /* none can be redone */
-        __atomic_store_n(&sc->broken, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&sc->fail_said, 1, __ATOMIC_RELAXED);
-        if (sc->rank == 0) {
-            agg_error("non-blocking calls of a communicator of %d ranks failed in the network "
-                      "from call %ld on some members and from %ld on others (the tree was lost "
-                      "while it sent results): they fail with MPI_ERR_OTHER, as does every "
-                      "later collective of this communicator", sc->size, sc->nb_agree_all[0],
-                      -sc->nb_agree_all[1]);
-        }
+        shim_comm_break(sc, "non-blocking calls", sc->nb_agree_all[0], -sc->nb_agree_all[1]);
     }
     return 1;
 }
